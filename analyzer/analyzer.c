@@ -1,0 +1,452 @@
+/* The analyzer's driver: finds the translation units, summarizes them in parallel (one libclang
+ * index per worker, summaries cached on disk), then links and resolves them. */
+#define _DEFAULT_SOURCE
+#include <dirent.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "internal.h"
+#include <tk/error.h>
+#include "strbuf.h"
+
+#define MAX_SOURCE_SIZE (64u << 20)
+#define WORKER_STACK (16u << 20)
+
+struct tk_analysis {
+    cJSON *doc;
+    tk_analysis_stats stats;
+};
+
+typedef struct job {
+    tk_tu tu;
+    cJSON *summary;
+    int cached;
+} job;
+
+typedef struct pool {
+    job *jobs;
+    size_t n, next, done;
+    tk_cache *cache;
+    pthread_mutex_t lock;
+    int progress;
+    int oom;
+} pool;
+
+/* --- finding files ------------------------------------------------------------------------ */
+
+typedef struct filelist {
+    char **v;
+    size_t n, cap;
+} filelist;
+
+static int list_add(filelist *l, const char *path)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i], path) == 0)
+            return 0;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 64;
+        char **v = realloc(l->v, cap * sizeof(*v));
+        if (!v)
+            return tk_error_set(TK_ENOMEM, "out of memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(path)))
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    l->n++;
+    return 0;
+}
+
+static void list_free(filelist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+}
+
+static int source_ext(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcmp(dot, ".c") || !strcmp(dot, ".h") || !strcmp(dot, ".cu") || !strcmp(dot, ".cuh"));
+}
+
+static int walk_dir(filelist *l, const char *dir, int depth)
+{
+    if (depth > 64)
+        return 0; /* symlink loops and absurd trees */
+    char probe[PATH_MAX];
+    snprintf(probe, sizeof(probe), "%s/CMakeCache.txt", dir);
+    if (depth > 0 && access(probe, F_OK) == 0)
+        return 0; /* a CMake build tree: generated sources, not the user's */
+    struct dirent **ents = NULL;
+    int n = scandir(dir, &ents, NULL, alphasort);
+    if (n < 0)
+        return tk_error_set(TK_EIO, "cannot read folder '%s'", dir);
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = ents[i]->d_name;
+        if (!rc && name[0] != '.') {
+            char p[PATH_MAX];
+            snprintf(p, sizeof(p), "%s/%s", dir, name);
+            int isdir = tk_path_is_dir(p);
+            if (isdir == 1)
+                rc = walk_dir(l, p, depth + 1);
+            else if (isdir == 0 && source_ext(name)) {
+                char *real = realpath(p, NULL);
+                rc = real ? list_add(l, real) : 0;
+                free(real);
+            }
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    return rc;
+}
+
+static int under(const char *path, const char *root)
+{
+    size_t n = strlen(root);
+    return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
+}
+
+static int cmp_job(const void *a, const void *b)
+{
+    return strcmp(((const job *)a)->tu.path, ((const job *)b)->tu.path);
+}
+
+/* --- summarizing -------------------------------------------------------------------------- */
+
+static cJSON *unreadable_summary(const char *path, const char *why)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "v", TK_SUMMARY_VERSION);
+    cJSON_AddStringToObject(s, "path", path);
+    cJSON *d = cJSON_CreateObject();
+    cJSON_AddStringToObject(d, "file", path);
+    cJSON_AddNumberToObject(d, "line", 1);
+    cJSON_AddNumberToObject(d, "col", 1);
+    cJSON_AddStringToObject(d, "severity", "error");
+    cJSON_AddStringToObject(d, "rule", "tk-parse-error");
+    cJSON_AddStringToObject(d, "message", why);
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(s, "diags"), d);
+    cJSON_AddArrayToObject(s, "kernels");
+    cJSON_AddArrayToObject(s, "handles");
+    cJSON_AddArrayToObject(s, "funcs");
+    cJSON_AddArrayToObject(s, "globals");
+    return s;
+}
+
+static void summarize_job(pool *p, CXIndex idx, job *j)
+{
+    char *content = NULL;
+    size_t len = 0;
+    if (tk_file_read(&content, &len, j->tu.path, MAX_SOURCE_SIZE) != 0) {
+        j->summary = unreadable_summary(j->tu.path, tk_error_last());
+        tk_error_clear();
+        return;
+    }
+    char key[65];
+    tk_cache_key(&j->tu, content, len, key);
+    free(content);
+    j->summary = tk_cache_get(p->cache, key);
+    if (j->summary) {
+        j->cached = 1;
+        return;
+    }
+    cJSON *deps = NULL;
+    if (tk_frontend_summarize(&j->summary, &deps, idx, &j->tu) != 0) {
+        pthread_mutex_lock(&p->lock);
+        p->oom = 1;
+        pthread_mutex_unlock(&p->lock);
+        return;
+    }
+    tk_cache_put(p->cache, key, j->summary, deps);
+    cJSON_Delete(deps);
+}
+
+static void *worker(void *arg)
+{
+    pool *p = arg;
+    CXIndex idx = clang_createIndex(0, 0);
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        size_t i = p->next < p->n && !p->oom ? p->next++ : p->n;
+        pthread_mutex_unlock(&p->lock);
+        if (i >= p->n)
+            break;
+        summarize_job(p, idx, &p->jobs[i]);
+        pthread_mutex_lock(&p->lock);
+        p->done++;
+        if (p->progress)
+            fprintf(stderr, "\ranalyze: %zu/%zu files", p->done, p->n);
+        pthread_mutex_unlock(&p->lock);
+    }
+    clang_disposeIndex(idx);
+    return NULL;
+}
+
+static int run_pool(pool *p, int jobs)
+{
+    if (jobs <= 0) {
+        long nc = sysconf(_SC_NPROCESSORS_ONLN);
+        jobs = nc > 0 ? (int)nc : 1;
+    }
+    if ((size_t)jobs > p->n)
+        jobs = p->n ? (int)p->n : 1;
+    pthread_t th[64];
+    if (jobs > 64)
+        jobs = 64;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, WORKER_STACK);
+    int started = 0;
+    for (int i = 0; i < jobs; i++)
+        if (pthread_create(&th[started], &attr, worker, p) == 0)
+            started++;
+    pthread_attr_destroy(&attr);
+    if (!started)
+        worker(p);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    if (p->progress && p->n)
+        fputc('\n', stderr);
+    return p->oom ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
+}
+
+static char *default_cache_dir(void)
+{
+    const char *e = getenv("TKEXPORT_CACHE_DIR");
+    char buf[PATH_MAX];
+    if (e && *e)
+        return strdup(e);
+    if ((e = getenv("XDG_CACHE_HOME")) && *e) {
+        snprintf(buf, sizeof(buf), "%s/tkexport", e);
+        return strdup(buf);
+    }
+    if ((e = getenv("HOME")) && *e) {
+        snprintf(buf, sizeof(buf), "%s/.cache/tkexport", e);
+        return strdup(buf);
+    }
+    return NULL;
+}
+
+int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const char *const *paths, size_t n_paths)
+{
+    *out = NULL;
+    tk_analyze_options defaults = TK_ANALYZE_OPTIONS_INIT;
+    if (!opts)
+        opts = &defaults;
+    if (opts->version != TK_ANALYZE_OPTIONS_VERSION)
+        return tk_error_set(TK_EINVAL, "analyzer options version %u, expected %d", opts->version, TK_ANALYZE_OPTIONS_VERSION);
+    if (opts->max_depth < 0)
+        return tk_error_set(TK_EINVAL, "max depth %d is negative, expected 0 or more", opts->max_depth);
+    if (n_paths == 0 && !opts->compdb_dir)
+        return tk_error_set(TK_EINVAL, "no path to analyze (expected files or folders, or a build folder with -p)");
+
+    int rc = 0;
+    tk_env env;
+    filelist files = {0}, roots = {0};
+    tk_tu *cdb = NULL;
+    size_t ncdb = 0;
+    pool p;
+    memset(&p, 0, sizeof(p));
+    pthread_mutex_init(&p.lock, NULL);
+    tk_cache cache;
+    char *cache_dir = NULL;
+    cJSON **sums = NULL;
+    int have_env = 0, have_cache = 0;
+
+    if ((rc = tk_env_init(&env)))
+        goto done;
+    have_env = 1;
+    for (size_t i = 0; i < n_paths; i++) {
+        char *real = realpath(paths[i], NULL);
+        if (!real) {
+            rc = tk_error_set(TK_ENOTFOUND, "'%s' does not exist (expected a source file or a folder)", paths[i]);
+            goto done;
+        }
+        rc = list_add(&roots, real);
+        if (!rc)
+            rc = tk_path_is_dir(real) == 1 ? walk_dir(&files, real, 0) : list_add(&files, real);
+        free(real);
+        if (rc)
+            goto done;
+    }
+    if (opts->compdb_dir && (rc = tk_compdb_load(&cdb, &ncdb, opts->compdb_dir, &env, opts->extra_args, opts->n_extra_args)))
+        goto done;
+
+    p.jobs = calloc(files.n + ncdb + 1, sizeof(*p.jobs));
+    if (!p.jobs) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    /* the compilation database's entries (under PATHs, when any), then the other files */
+    for (size_t i = 0; i < ncdb; i++) {
+        int keep = roots.n == 0;
+        for (size_t r = 0; r < roots.n && !keep; r++)
+            keep = under(cdb[i].path, roots.v[r]);
+        if (keep) {
+            p.jobs[p.n++].tu = cdb[i];
+            memset(&cdb[i], 0, sizeof(cdb[i]));
+        }
+    }
+    for (size_t i = 0; i < files.n; i++) {
+        int known = 0;
+        for (size_t j = 0; j < p.n && !known; j++)
+            known = strcmp(p.jobs[j].tu.path, files.v[i]) == 0;
+        if (known)
+            continue;
+        if ((rc = tk_tu_make(&p.jobs[p.n].tu, files.v[i], NULL, 0, &env, opts->extra_args, opts->n_extra_args)))
+            goto done;
+        p.n++;
+    }
+    qsort(p.jobs, p.n, sizeof(*p.jobs), cmp_job);
+
+    cache_dir = opts->no_cache ? NULL : (opts->cache_dir ? strdup(opts->cache_dir) : default_cache_dir());
+    tk_cache_init(&cache, cache_dir);
+    have_cache = 1;
+    p.cache = &cache;
+    p.progress = opts->progress && isatty(2);
+    if ((rc = run_pool(&p, opts->jobs)))
+        goto done;
+
+    sums = calloc(p.n + 1, sizeof(*sums));
+    tk_analysis *a = calloc(1, sizeof(*a));
+    if (!sums || !a) {
+        free(a);
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < p.n; i++) {
+        sums[i] = p.jobs[i].summary;
+        a->stats.files++;
+        a->stats.cached += (size_t)p.jobs[i].cached;
+        a->stats.parsed += (size_t)!p.jobs[i].cached;
+        a->stats.parse_errors += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "diags")) > 0;
+    }
+    if ((rc = tk_resolve(&a->doc, sums, p.n, opts->max_depth)) || (rc = tk_output_finish(a->doc))) {
+        tk_analysis_free(a);
+        goto done;
+    }
+    *out = a;
+done:
+    free(sums);
+    for (size_t i = 0; i < p.n; i++) {
+        tk_tu_release(&p.jobs[i].tu);
+        cJSON_Delete(p.jobs[i].summary);
+    }
+    free(p.jobs);
+    for (size_t i = 0; i < ncdb; i++)
+        tk_tu_release(&cdb[i]);
+    free(cdb);
+    pthread_mutex_destroy(&p.lock);
+    if (have_cache)
+        tk_cache_release(&cache);
+    free(cache_dir);
+    if (have_env)
+        tk_env_release(&env);
+    list_free(&files);
+    list_free(&roots);
+    return rc;
+}
+
+void tk_analysis_free(tk_analysis *a)
+{
+    if (!a)
+        return;
+    cJSON_Delete(a->doc);
+    free(a);
+}
+
+void tk_analysis_get_stats(const tk_analysis *a, tk_analysis_stats *out) { *out = a->stats; }
+
+char *tk_analysis_to_json(const tk_analysis *a)
+{
+    char *s = cJSON_Print(a->doc);
+    if (!s)
+        return NULL;
+    size_t n = strlen(s);
+    char *r = realloc(s, n + 2);
+    if (!r) {
+        free(s);
+        return NULL;
+    }
+    r[n] = '\n';
+    r[n + 1] = '\0';
+    return r;
+}
+
+static const char *js(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(v) ? v->valuestring : "?";
+}
+
+static int ji(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valueint : 0;
+}
+
+int tk_analysis_write_text(const tk_analysis *a, FILE *f, int verbose)
+{
+    tk_strbuf sb = TK_STRBUF_INIT;
+    const cJSON *op, *k;
+    int nops = 0, nunres = 0;
+    cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(a->doc, "ops"))
+    {
+        nops++;
+        tk_strbuf_addf(&sb, "%s (%s:%d):", js(op, "name"), js(op, "file"), ji(op, "line"));
+        const cJSON *ks = cJSON_GetObjectItemCaseSensitive(op, "kernels");
+        if (!cJSON_GetArraySize(ks))
+            tk_strbuf_adds(&sb, " no kernels");
+        int first = 1;
+        cJSON_ArrayForEach(k, ks)
+        {
+            tk_strbuf_addf(&sb, "%s %s", first ? "" : ",", js(k, "name"));
+            first = 0;
+        }
+        tk_strbuf_adds(&sb, "\n");
+        if (verbose) {
+            cJSON_ArrayForEach(k, ks)
+            {
+                tk_strbuf_addf(&sb, "    %s via ", js(k, "name"));
+                const cJSON *v;
+                int i = 0;
+                cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k, "via"))
+                tk_strbuf_addf(&sb, "%s%s", i++ ? " -> " : "", v->valuestring);
+                if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(k, "file")))
+                    tk_strbuf_addf(&sb, " (defined at %s:%d)", js(k, "file"), ji(k, "line"));
+                else
+                    tk_strbuf_adds(&sb, " (no TK_KERNEL definition found)");
+                tk_strbuf_adds(&sb, "\n");
+            }
+        }
+        const cJSON *u;
+        cJSON_ArrayForEach(u, cJSON_GetObjectItemCaseSensitive(op, "unresolved"))
+        {
+            nunres++;
+            tk_strbuf_addf(&sb, "    unresolved at %s:%d: %s\n", js(u, "file"), ji(u, "line"), js(u, "reason"));
+        }
+    }
+    const cJSON *d;
+    int ndiag = 0;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(a->doc, "diagnostics"))
+    {
+        ndiag++;
+        tk_strbuf_addf(&sb, "%s:%d:%d: %s: %s [%s]\n", js(d, "file"), ji(d, "line"), ji(d, "column"), js(d, "severity"),
+                       js(d, "message"), js(d, "rule"));
+    }
+    tk_strbuf_addf(&sb, "%d ops, %d kernels, %d unresolved, %d diagnostics (%zu files, %zu from cache)\n", nops,
+                   cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(a->doc, "kernels")), nunres, ndiag, a->stats.files,
+                   a->stats.cached);
+    int rc = sb.buf && fwrite(sb.buf, 1, sb.len, f) == sb.len ? 0 : tk_error_set(TK_EIO, "cannot write the analysis");
+    tk_strbuf_release(&sb);
+    return rc;
+}

@@ -1,0 +1,333 @@
+/* Translation-unit inputs: where the analyzer's own headers and the CUDA toolkit are, the clang
+ * arguments of a file, and compile_commands.json read through libclang (nvcc flags translated
+ * or dropped, as clangd does). */
+#define _DEFAULT_SOURCE
+#include <clang-c/CXCompilationDatabase.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fsutil.h"
+#include "internal.h"
+#include <tk/error.h>
+
+static int file_exists(const char *dir, const char *rel)
+{
+    char p[PATH_MAX];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", dir, rel);
+    return stat(p, &st) == 0;
+}
+
+/* The first candidate folder that holds probe, as a malloc'd absolute path, or NULL. */
+static char *pick_dir(const char *const *candidates, int n, const char *probe)
+{
+    for (int i = 0; i < n; i++) {
+        if (candidates[i] && *candidates[i] && file_exists(candidates[i], probe)) {
+            char *r = realpath(candidates[i], NULL);
+            return r ? r : strdup(candidates[i]);
+        }
+    }
+    return NULL;
+}
+
+int tk_env_init(tk_env *env)
+{
+    memset(env, 0, sizeof(*env));
+    /* an installed tkexport finds its headers beside the executable: <prefix>/share/tkexport */
+    char exe[PATH_MAX], share_inc[PATH_MAX + 32], share_shim[PATH_MAX + 32];
+    share_inc[0] = share_shim[0] = '\0';
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(share_inc, sizeof(share_inc), "%s/../share/tkexport/include", exe);
+            snprintf(share_shim, sizeof(share_shim), "%s/../share/tkexport/shim", exe);
+        }
+    }
+    const char *inc[] = {getenv("TKEXPORT_INCLUDE_DIR"), share_inc, TK_SOURCE_INCLUDE_DIR};
+    const char *shim[] = {getenv("TKEXPORT_SHIM_DIR"), share_shim, TK_SOURCE_SHIM_DIR};
+    const char *cuda[] = {getenv("CUDA_HOME"), getenv("CUDA_PATH"), TK_DEFAULT_CUDA_HOME, "/usr/local/cuda"};
+    env->include_dir = pick_dir(inc, 3, "tk/op.h");
+    env->shim_dir = pick_dir(shim, 3, "texture_fetch_functions.h");
+    env->cuda_home = pick_dir(cuda, 4, "include/cuda.h");
+    if (!env->include_dir || !env->shim_dir) {
+        tk_env_release(env);
+        return tk_error_set(TK_ENOTFOUND, "cannot find tkexport's own headers (tk/op.h); set TKEXPORT_INCLUDE_DIR");
+    }
+    return 0;
+}
+
+void tk_env_release(tk_env *env)
+{
+    free(env->include_dir);
+    free(env->shim_dir);
+    free(env->cuda_home);
+    memset(env, 0, sizeof(*env));
+}
+
+void tk_tu_release(tk_tu *tu)
+{
+    for (int i = 0; i < tu->nargs; i++)
+        free(tu->args[i]);
+    free(tu->args);
+    free(tu->path);
+    memset(tu, 0, sizeof(*tu));
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+typedef struct argv_b {
+    char **v;
+    int n, cap;
+    int oom;
+} argv_b;
+
+static void push(argv_b *a, const char *s)
+{
+    if (a->oom)
+        return;
+    if (a->n == a->cap) {
+        int cap = a->cap ? a->cap * 2 : 32;
+        char **v = realloc(a->v, (size_t)cap * sizeof(*v));
+        if (!v) {
+            a->oom = 1;
+            return;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n] = strdup(s);
+    if (!a->v[a->n])
+        a->oom = 1;
+    else
+        a->n++;
+}
+
+static void pushf(argv_b *a, const char *fmt, const char *x)
+{
+    char buf[PATH_MAX + 64];
+    snprintf(buf, sizeof(buf), fmt, x);
+    push(a, buf);
+}
+
+int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args, int n_compdb,
+               const tk_env *env, const char *const *extra, size_t n_extra)
+{
+    argv_b a = {0};
+    int has_std = 0;
+    for (int i = 0; i < n_compdb; i++) {
+        push(&a, compdb_args[i]);
+        if (strncmp(compdb_args[i], "-std=", 5) == 0 || strncmp(compdb_args[i], "--std=", 6) == 0)
+            has_std = 1;
+    }
+    int cuda = ends_with(abs_path, ".cu") || ends_with(abs_path, ".cuh");
+    pushf(&a, "-I%s", env->include_dir);
+    if (cuda) {
+        push(&a, "-x");
+        push(&a, "cuda");
+        push(&a, "--cuda-host-only");
+        push(&a, "--cuda-gpu-arch=sm_90");
+        if (env->cuda_home) {
+            pushf(&a, "--cuda-path=%s", env->cuda_home);
+        } else {
+            push(&a, "-nocudainc");
+            push(&a, "-nocudalib");
+        }
+        /* CUDA 13 removed texture_fetch_functions.h; clang 19's CUDA wrapper still includes it */
+        pushf(&a, "-I%s", env->shim_dir);
+        if (!has_std)
+            push(&a, "-std=c++17");
+    } else {
+        if (env->cuda_home) {
+            push(&a, "-isystem");
+            pushf(&a, "%s/include", env->cuda_home);
+        }
+        if (ends_with(abs_path, ".c") || ends_with(abs_path, ".h")) {
+            push(&a, "-x");
+            push(&a, "c");
+            if (!has_std)
+                push(&a, "-std=gnu11");
+        }
+    }
+    /* only errors matter to the analyzer; warnings cost time and libclang reports
+       unknown-cuda-version regardless (frontend.c filters it) */
+    push(&a, "-w");
+    push(&a, "-Wno-unknown-cuda-version");
+    for (size_t i = 0; i < n_extra; i++)
+        push(&a, extra[i]);
+    out->path = strdup(abs_path);
+    if (a.oom || !out->path) {
+        for (int i = 0; i < a.n; i++)
+            free(a.v[i]);
+        free(a.v);
+        free(out->path);
+        out->path = NULL;
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    out->args = a.v;
+    out->nargs = a.n;
+    return 0;
+}
+
+/* gcc/clang/nvcc options that take the next argument as their value. */
+static int takes_value(const char *o)
+{
+    static const char *const names[] = {
+        "-o", "-MF", "-MT", "-MQ", "-x", "-arch", "-code", "-gencode", "--generate-code",
+        "-Xcompiler", "-Xptxas", "-Xlinker", "-Xnvlink", "-Xarchive", "-ccbin", "--compiler-bindir",
+        "--options-file", "-optf", "-rdc", "--relocatable-device-code", "-maxrregcount",
+        "--maxrregcount", "-t", "--threads", "-Xclang", "--output-file", "-odir", "-MJ", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(o, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Options whose value is a path, to make absolute against the entry's directory. */
+static const char *path_prefix(const char *o)
+{
+    static const char *const p[] = {"-I", "-isystem", "-iquote", "-idirafter", "-include", NULL};
+    for (int i = 0; p[i]; i++)
+        if (strncmp(o, p[i], strlen(p[i])) == 0)
+            return p[i];
+    return NULL;
+}
+
+static void push_path_opt(argv_b *a, const char *prefix, const char *value, const char *dir)
+{
+    char buf[PATH_MAX];
+    if (value[0] == '/' || !dir)
+        snprintf(buf, sizeof(buf), "%s", value);
+    else
+        snprintf(buf, sizeof(buf), "%s/%s", dir, value);
+    if (strcmp(prefix, "-I") == 0) {
+        pushf(a, "-I%s", buf);
+    } else {
+        push(a, prefix);
+        push(a, buf);
+    }
+}
+
+/* Translates one compile command to the arguments clang needs to parse the file. */
+static void translate(argv_b *a, CXCompileCommand cmd, const char *file, const char *dir)
+{
+    unsigned n = clang_CompileCommand_getNumArgs(cmd);
+    if (n == 0)
+        return;
+    CXString a0 = clang_CompileCommand_getArg(cmd, 0);
+    const char *slash = strrchr(clang_getCString(a0), '/');
+    int nvcc = strstr(slash ? slash + 1 : clang_getCString(a0), "nvcc") != NULL;
+    clang_disposeString(a0);
+    for (unsigned i = 1; i < n; i++) {
+        CXString s = clang_CompileCommand_getArg(cmd, i);
+        const char *o = clang_getCString(s);
+        const char *pp = path_prefix(o);
+        char *next = NULL;
+        if (takes_value(o) || (pp && strcmp(o, pp) == 0)) {
+            if (i + 1 < n) {
+                CXString v = clang_CompileCommand_getArg(cmd, ++i);
+                next = strdup(clang_getCString(v));
+                clang_disposeString(v);
+            }
+        }
+        if (pp) {
+            push_path_opt(a, pp, next ? next : o + strlen(pp), dir);
+        } else if (strncmp(o, "-D", 2) == 0 || strncmp(o, "-U", 2) == 0) {
+            if (strlen(o) == 2 && i + 1 < n) {
+                CXString v = clang_CompileCommand_getArg(cmd, ++i);
+                char buf[4096];
+                snprintf(buf, sizeof(buf), "%s%s", o, clang_getCString(v));
+                push(a, buf);
+                clang_disposeString(v);
+            } else {
+                push(a, o);
+            }
+        } else if (strncmp(o, "-std=", 5) == 0 || strncmp(o, "--std=", 6) == 0) {
+            push(a, o[1] == '-' ? o + 1 : o);
+        } else if (nvcc || takes_value(o) || strcmp(o, "-c") == 0 || strncmp(o, "-M", 2) == 0 ||
+                   strncmp(o, "-o", 2) == 0 || strcmp(o, file) == 0 || o[0] != '-') {
+            /* nvcc-only options, output and dependency options, and the input itself */
+        } else {
+            push(a, o);
+        }
+        free(next);
+        clang_disposeString(s);
+    }
+}
+
+int tk_compdb_load(tk_tu **out, size_t *n_out, const char *dir, const tk_env *env,
+                   const char *const *extra, size_t n_extra)
+{
+    *out = NULL;
+    *n_out = 0;
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/compile_commands.json", dir);
+    if (access(path, R_OK) != 0)
+        return tk_error_set(TK_ENOTFOUND, "'%s' not found (expected a build folder with compile_commands.json)", path);
+    CXCompilationDatabase_Error err;
+    CXCompilationDatabase db = clang_CompilationDatabase_fromDirectory(dir, &err);
+    if (err != CXCompilationDatabase_NoError || !db)
+        return tk_error_set(TK_EINVAL, "cannot read '%s': not a valid compilation database", path);
+    CXCompileCommands cmds = clang_CompilationDatabase_getAllCompileCommands(db);
+    unsigned n = cmds ? clang_CompileCommands_getSize(cmds) : 0;
+    int rc = 0;
+    tk_tu *tus = calloc(n ? n : 1, sizeof(*tus));
+    size_t count = 0;
+    if (!tus) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (unsigned i = 0; i < n; i++) {
+        CXCompileCommand cmd = clang_CompileCommands_getCommand(cmds, i);
+        CXString d = clang_CompileCommand_getDirectory(cmd), f = clang_CompileCommand_getFilename(cmd);
+        char file[PATH_MAX * 2];
+        const char *fs = clang_getCString(f);
+        if (fs[0] == '/')
+            snprintf(file, sizeof(file), "%s", fs);
+        else
+            snprintf(file, sizeof(file), "%s/%s", clang_getCString(d), fs);
+        char *real = realpath(file, NULL);
+        int dup = 0;
+        for (size_t j = 0; real && j < count; j++)
+            dup |= strcmp(tus[j].path, real) == 0;
+        if (real && !dup) {
+            argv_b a = {0};
+            translate(&a, cmd, fs, clang_getCString(d));
+            rc = a.oom ? tk_error_set(TK_ENOMEM, "out of memory")
+                       : tk_tu_make(&tus[count], real, (const char *const *)a.v, a.n, env, extra, n_extra);
+            for (int k = 0; k < a.n; k++)
+                free(a.v[k]);
+            free(a.v);
+            if (rc == 0)
+                count++;
+        }
+        free(real);
+        clang_disposeString(d);
+        clang_disposeString(f);
+        if (rc)
+            break;
+    }
+    if (rc) {
+        for (size_t j = 0; j < count; j++)
+            tk_tu_release(&tus[j]);
+        free(tus);
+    } else {
+        *out = tus;
+        *n_out = count;
+    }
+done:
+    if (cmds)
+        clang_CompileCommands_dispose(cmds);
+    clang_CompilationDatabase_dispose(db);
+    return rc;
+}

@@ -1,0 +1,836 @@
+/* The libclang front end: parses one translation unit and writes its summary (ops, kernels,
+ * launches, calls, returns, assignments, initializers) as described in internal.h. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include <tk/error.h>
+
+/* Deeper expressions than this are summarized as unknown: clang itself caps bracket nesting at
+ * 256, and our conversion recurses once per level. */
+#define MAX_EXPR_DEPTH 96
+
+typedef struct extract {
+    CXTranslationUnit tu;
+    CXFile mainf;
+    const char *path;
+    cJSON *funcs, *globals, *kernels, *handles;
+} extract;
+
+/* The function whose body is being visited. */
+typedef struct fnstate {
+    extract *x;
+    cJSON *usr;
+    cJSON *launches, *calls, *opcalls, *rets, *locals, *raw;
+    CXCursor params[64];
+    int nparams;
+    int returns_interesting;
+} fnstate;
+
+static char *str_take(CXString s)
+{
+    const char *c = clang_getCString(s);
+    char *r = strdup(c ? c : "");
+    clang_disposeString(s);
+    return r;
+}
+
+static void add_str(cJSON *obj, const char *key, CXString s)
+{
+    const char *c = clang_getCString(s);
+    cJSON_AddStringToObject(obj, key, c ? c : "");
+    clang_disposeString(s);
+}
+
+/* Line and column where the user wrote the construct (the macro use for expanded code). */
+static void cursor_pos(CXCursor c, CXFile *file, unsigned *line, unsigned *col)
+{
+    clang_getExpansionLocation(clang_getCursorLocation(c), file, line, col, NULL);
+}
+
+static int in_main_file(extract *x, CXCursor c)
+{
+    CXFile f;
+    cursor_pos(c, &f, NULL, NULL);
+    return f && clang_File_isEqual(f, x->mainf);
+}
+
+static unsigned cursor_line(CXCursor c)
+{
+    unsigned line = 0;
+    cursor_pos(c, NULL, &line, NULL);
+    return line;
+}
+
+/* Children of a cursor, for the few places that need them by position. */
+typedef struct kids {
+    CXCursor c[16];
+    int n;
+} kids;
+
+static enum CXChildVisitResult collect_kid(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    kids *k = data;
+    if (k->n < 16)
+        k->c[k->n] = c;
+    k->n++;
+    return CXChildVisit_Continue;
+}
+
+static void get_kids(CXCursor c, kids *k)
+{
+    k->n = 0;
+    clang_visitChildren(c, collect_kid, k);
+    if (k->n > 16)
+        k->n = 16;
+}
+
+/* The expression children only (casts and declarations also have TypeRef children). */
+static void get_expr_kids(CXCursor c, kids *k)
+{
+    kids all;
+    get_kids(c, &all);
+    k->n = 0;
+    for (int i = 0; i < all.n; i++)
+        if (clang_isExpression(clang_getCursorKind(all.c[i])))
+            k->c[k->n++] = all.c[i];
+}
+
+typedef struct annot_search {
+    const char *prefix;
+    char *value;
+} annot_search;
+
+static enum CXChildVisitResult find_annot(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    annot_search *s = data;
+    if (clang_getCursorKind(c) != CXCursor_AnnotateAttr)
+        return CXChildVisit_Continue;
+    CXString sp = clang_getCursorSpelling(c);
+    const char *t = clang_getCString(sp);
+    size_t n = strlen(s->prefix);
+    if (t && strncmp(t, s->prefix, n) == 0 && !s->value) {
+        s->value = strdup(t + n);
+        clang_disposeString(sp);
+        return CXChildVisit_Break;
+    }
+    clang_disposeString(sp);
+    return CXChildVisit_Continue;
+}
+
+/* The text after prefix of the first annotate("prefix...") on decl, malloc'd, or NULL. */
+static char *annotation(CXCursor decl, const char *prefix)
+{
+    annot_search s = {prefix, NULL};
+    clang_visitChildren(decl, find_annot, &s);
+    return s.value;
+}
+
+/* Values that can carry a kernel handle, a function or an aggregate holding them. Integers and
+ * floats cannot, so their assignments are not recorded. */
+static int interesting_type(CXType t)
+{
+    t = clang_getCanonicalType(t);
+    switch (t.kind) {
+    case CXType_Pointer:
+    case CXType_Record:
+    case CXType_ConstantArray:
+    case CXType_IncompleteArray:
+    case CXType_VariableArray:
+    case CXType_FunctionProto:
+    case CXType_FunctionNoProto:
+    case CXType_LValueReference:
+    case CXType_RValueReference:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static cJSON *mk(const char *tag)
+{
+    cJSON *a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, cJSON_CreateString(tag));
+    return a;
+}
+
+static cJSON *unknown(CXCursor at, const char *fmt, const char *what)
+{
+    char msg[256];
+    snprintf(msg, sizeof(msg), fmt, what);
+    cJSON *a = mk("?");
+    cJSON_AddItemToArray(a, cJSON_CreateString(msg));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(cursor_line(at)));
+    return a;
+}
+
+/* An identifier for a local variable, unique within its function: its declaration's offset. */
+static cJSON *local_id(CXCursor decl)
+{
+    unsigned off = 0;
+    clang_getSpellingLocation(clang_getCursorLocation(decl), NULL, NULL, NULL, &off);
+    char buf[32];
+    snprintf(buf, sizeof(buf), "v%u", off);
+    return cJSON_CreateString(buf);
+}
+
+static int param_index(fnstate *fs, CXCursor decl)
+{
+    for (int i = 0; fs && i < fs->nparams; i++)
+        if (clang_equalCursors(fs->params[i], decl))
+            return i;
+    return -1;
+}
+
+static int is_global_var(CXCursor decl)
+{
+    enum CXCursorKind pk = clang_getCursorKind(clang_getCursorSemanticParent(decl));
+    return pk == CXCursor_TranslationUnit || pk == CXCursor_Namespace ||
+           pk == CXCursor_LinkageSpec || pk == CXCursor_UnexposedDecl;
+}
+
+static cJSON *conv(fnstate *fs, CXCursor c, int depth);
+
+static cJSON *conv_ref(fnstate *fs, CXCursor c)
+{
+    CXCursor ref = clang_getCursorReferenced(c);
+    enum CXCursorKind rk = clang_getCursorKind(ref);
+    CXString name = clang_getCursorSpelling(ref);
+    cJSON *r = NULL;
+    if (rk == CXCursor_VarDecl) {
+        char *a = annotation(ref, "tk.kernel_decl");
+        if (a) {
+            r = mk("k");
+            cJSON_AddItemToArray(r, cJSON_CreateString(clang_getCString(name)));
+            free(a);
+        } else if (is_global_var(ref)) {
+            r = mk("g");
+            char *usr = str_take(clang_getCursorUSR(ref));
+            cJSON_AddItemToArray(r, cJSON_CreateString(usr));
+            free(usr);
+            cJSON_AddItemToArray(r, cJSON_CreateString(clang_getCString(name)));
+        } else {
+            r = mk("l");
+            cJSON_AddItemToArray(r, local_id(ref));
+        }
+    } else if (rk == CXCursor_ParmDecl) {
+        int i = param_index(fs, ref);
+        if (i >= 0) {
+            r = mk("p");
+            cJSON_AddItemToArray(r, cJSON_CreateNumber(i));
+        } else {
+            r = unknown(c, "unknown value: parameter '%s' of another function", clang_getCString(name));
+        }
+    } else if (rk == CXCursor_FunctionDecl || rk == CXCursor_CXXMethod) {
+        r = mk("f");
+        char *usr = str_take(clang_getCursorUSR(ref));
+        cJSON_AddItemToArray(r, cJSON_CreateString(usr));
+        free(usr);
+        cJSON_AddItemToArray(r, cJSON_CreateString(clang_getCString(name)));
+    } else {
+        r = mk("x");
+    }
+    clang_disposeString(name);
+    return r;
+}
+
+/* A struct initializer: designated (.f = e, children MemberRef + value) or positional, matched
+ * to the record's fields in order. */
+typedef struct fieldlist {
+    char *names[64];
+    int n;
+} fieldlist;
+
+static enum CXVisitorResult collect_field(CXCursor c, CXClientData data)
+{
+    fieldlist *fl = data;
+    if (fl->n < 64)
+        fl->names[fl->n++] = str_take(clang_getCursorSpelling(c));
+    return CXVisit_Continue;
+}
+
+typedef struct initctx {
+    fnstate *fs;
+    int depth;
+    cJSON *out;        /* object (record) or array (array) */
+    fieldlist *fields; /* NULL for arrays */
+    int next;          /* next positional field */
+} initctx;
+
+static enum CXChildVisitResult init_elem(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    initctx *ic = data;
+    if (!clang_isExpression(clang_getCursorKind(c)))
+        return CXChildVisit_Continue;
+    CXCursor value = c;
+    char *field = NULL;
+    /* A designated element is an unexposed void expression: designators, then the value. */
+    kids k;
+    get_kids(c, &k);
+    if (clang_getCursorKind(c) == CXCursor_UnexposedExpr && k.n >= 2 &&
+        (clang_getCursorKind(k.c[0]) == CXCursor_MemberRef ||
+         clang_getCursorKind(k.c[0]) == CXCursor_IntegerLiteral) &&
+        clang_getCursorType(c).kind == CXType_Void) {
+        if (clang_getCursorKind(k.c[0]) == CXCursor_MemberRef)
+            field = str_take(clang_getCursorSpelling(k.c[0]));
+        value = k.c[k.n - 1];
+    }
+    cJSON *e = conv(ic->fs, value, ic->depth + 1);
+    if (ic->fields) {
+        if (field) {
+            for (int i = 0; i < ic->fields->n; i++)
+                if (strcmp(ic->fields->names[i], field) == 0)
+                    ic->next = i;
+        }
+        if (ic->next < ic->fields->n && !cJSON_HasObjectItem(ic->out, ic->fields->names[ic->next]))
+            cJSON_AddItemToObject(ic->out, ic->fields->names[ic->next], e);
+        else
+            cJSON_Delete(e);
+        ic->next++;
+    } else {
+        cJSON_AddItemToArray(ic->out, e);
+    }
+    free(field);
+    return CXChildVisit_Continue;
+}
+
+static cJSON *conv_init(fnstate *fs, CXCursor c, int depth)
+{
+    CXType t = clang_getCanonicalType(clang_getCursorType(c));
+    initctx ic = {fs, depth, NULL, NULL, 0};
+    cJSON *r;
+    if (t.kind == CXType_Record) {
+        fieldlist fl = {{0}, 0};
+        clang_Type_visitFields(t, collect_field, &fl);
+        ic.fields = &fl;
+        ic.out = cJSON_CreateObject();
+        clang_visitChildren(c, init_elem, &ic);
+        for (int i = 0; i < fl.n; i++)
+            free(fl.names[i]);
+        r = mk("rec");
+    } else if (t.kind == CXType_ConstantArray || t.kind == CXType_IncompleteArray) {
+        ic.out = cJSON_CreateArray();
+        clang_visitChildren(c, init_elem, &ic);
+        r = mk("arr");
+    } else {
+        /* a braced scalar: { k } */
+        kids k;
+        get_expr_kids(c, &k);
+        return k.n ? conv(fs, k.c[0], depth + 1) : mk("0");
+    }
+    cJSON_AddItemToArray(r, ic.out);
+    return r;
+}
+
+static cJSON *conv_call(fnstate *fs, CXCursor c, int depth)
+{
+    CXCursor ref = clang_getCursorReferenced(c);
+    if (!clang_Cursor_isNull(ref)) {
+        CXString n = clang_getCursorSpelling(ref);
+        int is_api = strncmp(clang_getCString(n), "tk_", 3) == 0 || strncmp(clang_getCString(n), "tk__", 4) == 0;
+        clang_disposeString(n);
+        if (is_api)
+            return mk("x");
+    }
+    kids k;
+    get_expr_kids(c, &k);
+    if (k.n == 0)
+        return unknown(c, "unknown value: %s", "call without a callee");
+    cJSON *r = mk("c");
+    cJSON_AddItemToArray(r, conv(fs, k.c[0], depth + 1));
+    cJSON *args = cJSON_CreateArray();
+    int nargs = clang_Cursor_getNumArguments(c);
+    for (int i = 0; i < nargs; i++)
+        cJSON_AddItemToArray(args, conv(fs, clang_Cursor_getArgument(c, (unsigned)i), depth + 1));
+    cJSON_AddItemToArray(r, args);
+    cJSON_AddItemToArray(r, cJSON_CreateNumber(cursor_line(c)));
+    return r;
+}
+
+/* Converts an expression to an EXPR tree (internal.h). */
+static cJSON *conv(fnstate *fs, CXCursor c, int depth)
+{
+    if (depth > MAX_EXPR_DEPTH)
+        return unknown(c, "unknown value: %s", "expression nested too deeply");
+    enum CXCursorKind kind = clang_getCursorKind(c);
+    kids k;
+    switch (kind) {
+    case CXCursor_DeclRefExpr:
+        return conv_ref(fs, c);
+    case CXCursor_IntegerLiteral:
+    case CXCursor_GNUNullExpr:
+    case CXCursor_CXXNullPtrLiteralExpr:
+        return mk("0");
+    case CXCursor_FloatingLiteral:
+    case CXCursor_StringLiteral:
+    case CXCursor_CharacterLiteral:
+    case CXCursor_CXXBoolLiteralExpr:
+        return mk("x");
+    case CXCursor_MemberRefExpr: {
+        get_expr_kids(c, &k);
+        if (!k.n)
+            return unknown(c, "unknown value: member '%s' of an implicit object", "");
+        cJSON *r = mk("m");
+        cJSON_AddItemToArray(r, conv(fs, k.c[0], depth + 1));
+        char *f = str_take(clang_getCursorSpelling(c));
+        cJSON_AddItemToArray(r, cJSON_CreateString(f));
+        free(f);
+        return r;
+    }
+    case CXCursor_ArraySubscriptExpr: {
+        get_expr_kids(c, &k);
+        if (!k.n)
+            return mk("x");
+        cJSON *r = mk("i");
+        cJSON_AddItemToArray(r, conv(fs, k.c[0], depth + 1));
+        return r;
+    }
+    case CXCursor_GenericSelectionExpr:
+        /* _Generic: any of the associations (the first child is the controlling expression) */
+    case CXCursor_ConditionalOperator: {
+        get_expr_kids(c, &k);
+        cJSON *r = mk("u"), *alts = cJSON_CreateArray();
+        for (int i = 1; i < k.n; i++)
+            cJSON_AddItemToArray(alts, conv(fs, k.c[i], depth + 1));
+        cJSON_AddItemToArray(r, alts);
+        return r;
+    }
+    case CXCursor_BinaryOperator:
+    case CXCursor_CompoundAssignOperator: {
+        enum CXBinaryOperatorKind op = clang_getCursorBinaryOperatorKind(c);
+        get_expr_kids(c, &k);
+        if ((op == CXBinaryOperator_Assign || op == CXBinaryOperator_Comma) && k.n == 2)
+            return conv(fs, k.c[1], depth + 1);
+        return mk("x");
+    }
+    case CXCursor_UnaryOperator: {
+        enum CXUnaryOperatorKind op = clang_getCursorUnaryOperatorKind(c);
+        get_expr_kids(c, &k);
+        if ((op == CXUnaryOperator_AddrOf || op == CXUnaryOperator_Deref) && k.n == 1)
+            return conv(fs, k.c[0], depth + 1);
+        return mk("x");
+    }
+    case CXCursor_CallExpr:
+        return conv_call(fs, c, depth);
+    case CXCursor_InitListExpr:
+        return conv_init(fs, c, depth);
+    case CXCursor_UnexposedExpr:
+    case CXCursor_ParenExpr:
+    case CXCursor_CStyleCastExpr:
+    case CXCursor_CompoundLiteralExpr:
+    case CXCursor_CXXStaticCastExpr:
+    case CXCursor_CXXReinterpretCastExpr:
+    case CXCursor_CXXConstCastExpr:
+    case CXCursor_CXXFunctionalCastExpr:
+        get_expr_kids(c, &k);
+        if (k.n == 1)
+            return conv(fs, k.c[0], depth + 1);
+        if (k.n == 0 && kind == CXCursor_UnexposedExpr) {
+            /* an implicit conversion of a declaration reference libclang does not expose */
+            CXCursor ref = clang_getCursorReferenced(c);
+            if (!clang_Cursor_isNull(ref) && clang_getCursorKind(ref) != CXCursor_NoDeclFound &&
+                !clang_equalCursors(ref, c))
+                return conv_ref(fs, c);
+        }
+        return mk("x");
+    default: {
+        CXString ks = clang_getCursorKindSpelling(kind);
+        cJSON *r = unknown(c, "unknown value: unsupported expression (%s)", clang_getCString(ks));
+        clang_disposeString(ks);
+        return r;
+    }
+    }
+}
+
+/* Strips parentheses and casts off an assignment's left-hand side. */
+static CXCursor strip(CXCursor c)
+{
+    for (int guard = 0; guard < 64; guard++) {
+        enum CXCursorKind k = clang_getCursorKind(c);
+        if (k != CXCursor_ParenExpr && k != CXCursor_UnexposedExpr && k != CXCursor_CStyleCastExpr)
+            break;
+        kids ks;
+        get_expr_kids(c, &ks);
+        if (ks.n != 1)
+            break;
+        c = ks.c[0];
+    }
+    return c;
+}
+
+static void push_local(fnstate *fs, cJSON *id, cJSON *e)
+{
+    cJSON *list = cJSON_GetObjectItemCaseSensitive(fs->locals, id->valuestring);
+    if (!list) {
+        list = cJSON_CreateArray();
+        cJSON_AddItemToObject(fs->locals, id->valuestring, list);
+    }
+    cJSON_AddItemToArray(list, e);
+    cJSON_Delete(id);
+}
+
+static void add_global(extract *x, CXCursor decl, const cJSON *fn_usr, unsigned line, cJSON *e)
+{
+    cJSON *g = cJSON_CreateObject();
+    add_str(g, "usr", clang_getCursorUSR(decl));
+    add_str(g, "name", clang_getCursorSpelling(decl));
+    cJSON_AddNumberToObject(g, "line", line);
+    cJSON_AddItemToObject(g, "fn", fn_usr ? cJSON_CreateString(fn_usr->valuestring) : cJSON_CreateNull());
+    cJSON_AddItemToObject(g, "e", e);
+    cJSON_AddItemToArray(x->globals, g);
+}
+
+static void record_assign(fnstate *fs, CXCursor assign)
+{
+    kids k;
+    get_expr_kids(assign, &k);
+    if (k.n != 2)
+        return;
+    CXCursor lhs = strip(k.c[0]);
+    if (clang_getCursorKind(lhs) != CXCursor_DeclRefExpr || !interesting_type(clang_getCursorType(lhs)))
+        return;
+    CXCursor ref = clang_getCursorReferenced(lhs);
+    enum CXCursorKind rk = clang_getCursorKind(ref);
+    cJSON *e = conv(fs, k.c[1], 0);
+    if (rk == CXCursor_ParmDecl) {
+        char buf[16];
+        snprintf(buf, sizeof(buf), "p%d", param_index(fs, ref));
+        push_local(fs, cJSON_CreateString(buf), e);
+    } else if (rk == CXCursor_VarDecl && is_global_var(ref)) {
+        add_global(fs->x, ref, fs->usr, cursor_line(assign), e);
+    } else if (rk == CXCursor_VarDecl) {
+        push_local(fs, local_id(ref), e);
+    } else {
+        cJSON_Delete(e);
+    }
+}
+
+static cJSON *pos_obj(CXCursor c)
+{
+    unsigned line = 0, col = 0;
+    cursor_pos(c, NULL, &line, &col);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "line", line);
+    cJSON_AddNumberToObject(o, "col", col);
+    return o;
+}
+
+static int is_raw_launch_api(const char *n)
+{
+    static const char *const names[] = {"cudaLaunchKernel", "cudaLaunchKernelEx", "cudaLaunchKernelExC",
+                                        "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+                                        "cuLaunchKernelEx", "cuLaunchCooperativeKernel", NULL};
+    for (int i = 0; names[i]; i++)
+        if (strcmp(n, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
+{
+    CXCursor ref = clang_getCursorReferenced(c);
+    char *name = clang_Cursor_isNull(ref) ? strdup("") : str_take(clang_getCursorSpelling(ref));
+    int nargs = clang_Cursor_getNumArguments(c);
+    if (strcmp(name, "tk_wrap_launch") == 0 && nargs >= 2) {
+        cJSON *l = pos_obj(c);
+        cJSON_AddItemToObject(l, "k", conv(fs, clang_Cursor_getArgument(c, 1), 0));
+        cJSON_AddItemToArray(fs->launches, l);
+    } else if (strcmp(name, "tk_call_op") == 0 && nargs >= 2) {
+        cJSON *o = pos_obj(c);
+        CXCursor a = strip(clang_Cursor_getArgument(c, 1));
+        if (clang_getCursorKind(a) == CXCursor_StringLiteral) {
+            char *lit = str_take(clang_getCursorSpelling(a));
+            size_t n = strlen(lit);
+            if (n >= 2 && lit[0] == '"' && lit[n - 1] == '"') {
+                lit[n - 1] = '\0';
+                cJSON_AddStringToObject(o, "name", lit + 1);
+            } else {
+                cJSON_AddNullToObject(o, "name");
+            }
+            free(lit);
+        } else {
+            cJSON_AddNullToObject(o, "name");
+        }
+        cJSON_AddItemToArray(fs->opcalls, o);
+    } else if (strcmp(name, "__cudaPushCallConfiguration") == 0 || strcmp(name, "cudaConfigureCall") == 0) {
+        /* the configuration call clang attaches to a <<<>>> launch; parent is the launch */
+        cJSON *o = pos_obj(parent);
+        cJSON_AddStringToObject(o, "kind", "<<<>>>");
+        CXCursor k = clang_getCursorReferenced(parent);
+        add_str(o, "kernel", clang_Cursor_isNull(k) ? clang_getCursorSpelling(parent) : clang_getCursorSpelling(k));
+        cJSON_AddItemToArray(fs->raw, o);
+    } else if (is_raw_launch_api(name)) {
+        cJSON *o = pos_obj(c);
+        cJSON_AddStringToObject(o, "kind", name);
+        cJSON_AddStringToObject(o, "kernel", "");
+        cJSON_AddItemToArray(fs->raw, o);
+    } else if (strncmp(name, "tk_", 3) != 0 && strncmp(name, "__", 2) != 0 &&
+               !(!clang_Cursor_isNull(ref) && clang_Location_isInSystemHeader(clang_getCursorLocation(ref)))) {
+        kids k;
+        get_expr_kids(c, &k);
+        if (k.n) {
+            cJSON *o = pos_obj(c);
+            cJSON_AddItemToObject(o, "f", conv(fs, k.c[0], 0));
+            cJSON *args = cJSON_CreateArray();
+            for (int i = 0; i < nargs; i++) {
+                CXCursor a = clang_Cursor_getArgument(c, (unsigned)i);
+                cJSON_AddItemToArray(args, interesting_type(clang_getCursorType(a)) ? conv(fs, a, 0) : mk("x"));
+            }
+            cJSON_AddItemToObject(o, "a", args);
+            cJSON_AddItemToArray(fs->calls, o);
+        }
+    }
+    free(name);
+}
+
+static enum CXChildVisitResult body_visit(CXCursor c, CXCursor parent, CXClientData data)
+{
+    fnstate *fs = data;
+    switch (clang_getCursorKind(c)) {
+    case CXCursor_CallExpr:
+        record_call(fs, c, parent);
+        break;
+    case CXCursor_VarDecl: {
+        if (!interesting_type(clang_getCursorType(c)))
+            break;
+        kids k;
+        get_expr_kids(c, &k);
+        if (k.n)
+            push_local(fs, local_id(c), conv(fs, k.c[k.n - 1], 0));
+        break;
+    }
+    case CXCursor_BinaryOperator:
+        if (clang_getCursorBinaryOperatorKind(c) == CXBinaryOperator_Assign)
+            record_assign(fs, c);
+        break;
+    case CXCursor_ReturnStmt:
+        if (fs->returns_interesting) {
+            kids k;
+            get_expr_kids(c, &k);
+            if (k.n)
+                cJSON_AddItemToArray(fs->rets, conv(fs, k.c[0], 0));
+        }
+        break;
+    default:
+        break;
+    }
+    return CXChildVisit_Recurse;
+}
+
+static enum CXChildVisitResult collect_param(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    fnstate *fs = data;
+    if (clang_getCursorKind(c) == CXCursor_ParmDecl && fs->nparams < 64)
+        fs->params[fs->nparams++] = c;
+    return CXChildVisit_Continue;
+}
+
+static void summarize_kernel(extract *x, CXCursor fn)
+{
+    cJSON *k = cJSON_CreateObject();
+    add_str(k, "name", clang_getCursorSpelling(fn));
+    cJSON_AddNumberToObject(k, "line", cursor_line(fn));
+    cJSON *params = cJSON_AddArrayToObject(k, "params");
+    int n = clang_Cursor_getNumArguments(fn);
+    for (int i = 0; i < n; i++) {
+        CXCursor p = clang_Cursor_getArgument(fn, (unsigned)i);
+        cJSON *po = cJSON_CreateObject();
+        add_str(po, "name", clang_getCursorSpelling(p));
+        add_str(po, "type", clang_getTypeSpelling(clang_getCursorType(p)));
+        cJSON_AddItemToArray(params, po);
+    }
+    cJSON_AddItemToArray(x->kernels, k);
+}
+
+static void summarize_function(extract *x, CXCursor fn)
+{
+    char *kernel = annotation(fn, "tk.kernel");
+    if (kernel) {
+        free(kernel);
+        summarize_kernel(x, fn);
+        return;
+    }
+    fnstate fs;
+    memset(&fs, 0, sizeof(fs));
+    fs.x = x;
+    cJSON *f = cJSON_CreateObject();
+    char *usr = str_take(clang_getCursorUSR(fn));
+    cJSON_AddStringToObject(f, "usr", usr);
+    free(usr);
+    fs.usr = cJSON_GetObjectItemCaseSensitive(f, "usr");
+    add_str(f, "name", clang_getCursorSpelling(fn));
+    cJSON_AddNumberToObject(f, "line", cursor_line(fn));
+    cJSON_AddBoolToObject(f, "static", clang_Cursor_getStorageClass(fn) == CX_SC_Static);
+    char *op = annotation(fn, "tk.op:");
+    if (op) {
+        char *schema = annotation(fn, "tk.schema:");
+        cJSON_AddStringToObject(f, "op", op);
+        cJSON_AddStringToObject(f, "schema", schema ? schema : "");
+        free(op);
+        free(schema);
+    }
+    clang_visitChildren(fn, collect_param, &fs);
+    cJSON *pn = cJSON_AddArrayToObject(f, "params");
+    for (int i = 0; i < fs.nparams; i++) {
+        char *pname = str_take(clang_getCursorSpelling(fs.params[i]));
+        cJSON_AddItemToArray(pn, cJSON_CreateString(pname));
+        free(pname);
+    }
+    fs.returns_interesting = interesting_type(clang_getResultType(clang_getCursorType(fn)));
+    fs.launches = cJSON_AddArrayToObject(f, "launches");
+    fs.calls = cJSON_AddArrayToObject(f, "calls");
+    fs.opcalls = cJSON_AddArrayToObject(f, "opcalls");
+    fs.rets = cJSON_AddArrayToObject(f, "rets");
+    fs.locals = cJSON_AddObjectToObject(f, "locals");
+    fs.raw = cJSON_AddArrayToObject(f, "raw");
+    clang_visitChildren(fn, body_visit, &fs);
+    cJSON_AddItemToArray(x->funcs, f);
+}
+
+static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    extract *x = data;
+    enum CXCursorKind kind = clang_getCursorKind(c);
+    if (kind == CXCursor_Namespace || kind == CXCursor_LinkageSpec || kind == CXCursor_UnexposedDecl)
+        return CXChildVisit_Recurse;
+    if (!in_main_file(x, c))
+        return CXChildVisit_Continue;
+    if ((kind == CXCursor_FunctionDecl || kind == CXCursor_CXXMethod) && clang_isCursorDefinition(c)) {
+        summarize_function(x, c);
+    } else if (kind == CXCursor_VarDecl) {
+        char *h = annotation(c, "tk.kernel_decl");
+        if (h) {
+            cJSON *o = cJSON_CreateObject();
+            add_str(o, "name", clang_getCursorSpelling(c));
+            cJSON_AddNumberToObject(o, "line", cursor_line(c));
+            cJSON_AddItemToArray(x->handles, o);
+            free(h);
+        } else if (interesting_type(clang_getCursorType(c))) {
+            kids k;
+            get_expr_kids(c, &k);
+            if (k.n)
+                add_global(x, c, NULL, cursor_line(c), conv(NULL, k.c[k.n - 1], 0));
+        }
+    } else if (kind == CXCursor_ClassDecl || kind == CXCursor_StructDecl) {
+        return CXChildVisit_Recurse; /* methods defined inline */
+    }
+    return CXChildVisit_Continue;
+}
+
+/* The first error clang reported, as a tk-parse-error diagnostic. */
+static void first_error(CXTranslationUnit tu, cJSON *diags)
+{
+    unsigned n = clang_getNumDiagnostics(tu);
+    for (unsigned i = 0; i < n; i++) {
+        CXDiagnostic d = clang_getDiagnostic(tu, i);
+        enum CXDiagnosticSeverity sev = clang_getDiagnosticSeverity(d);
+        CXString opt = clang_getDiagnosticOption(d, NULL);
+        /* libclang reports unknown-cuda-version even when told not to */
+        int skip = sev < CXDiagnostic_Error || strstr(clang_getCString(opt), "unknown-cuda-version");
+        clang_disposeString(opt);
+        if (!skip) {
+            CXFile f;
+            unsigned line, col;
+            clang_getExpansionLocation(clang_getDiagnosticLocation(d), &f, &line, &col, NULL);
+            cJSON *o = cJSON_CreateObject();
+            if (f) {
+                char *real = str_take(clang_File_tryGetRealPathName(f));
+                if (!*real) {
+                    free(real);
+                    real = str_take(clang_getFileName(f));
+                }
+                cJSON_AddStringToObject(o, "file", real);
+                free(real);
+            } else {
+                cJSON_AddNullToObject(o, "file");
+            }
+            cJSON_AddNumberToObject(o, "line", line);
+            cJSON_AddNumberToObject(o, "col", col);
+            cJSON_AddStringToObject(o, "severity", "error");
+            cJSON_AddStringToObject(o, "rule", "tk-parse-error");
+            add_str(o, "message", clang_getDiagnosticSpelling(d));
+            cJSON_AddItemToArray(diags, o);
+            clang_disposeDiagnostic(d);
+            return;
+        }
+        clang_disposeDiagnostic(d);
+    }
+}
+
+static void collect_include(CXFile included, CXSourceLocation *stack, unsigned depth, CXClientData data)
+{
+    cJSON *deps = data;
+    if (depth == 0)
+        return; /* the main file */
+    /* a header is a dependency unless it was found on a system include path */
+    if (clang_Location_isInSystemHeader(stack[0]))
+        return;
+    (void)stack;
+    char *real = str_take(clang_File_tryGetRealPathName(included));
+    if (!*real) {
+        free(real);
+        real = str_take(clang_getFileName(included));
+    }
+    for (cJSON *it = deps->child; it; it = it->next)
+        if (strcmp(it->valuestring, real) == 0) {
+            free(real);
+            return;
+        }
+    cJSON_AddItemToArray(deps, cJSON_CreateString(real));
+    free(real);
+}
+
+int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_tu *tu)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON *d = cJSON_CreateArray();
+    if (!s || !d) {
+        cJSON_Delete(s);
+        cJSON_Delete(d);
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    cJSON_AddNumberToObject(s, "v", TK_SUMMARY_VERSION);
+    cJSON_AddStringToObject(s, "path", tu->path);
+    cJSON *diags = cJSON_AddArrayToObject(s, "diags");
+    extract x = {0};
+    x.path = tu->path;
+    x.kernels = cJSON_AddArrayToObject(s, "kernels");
+    x.handles = cJSON_AddArrayToObject(s, "handles");
+    x.funcs = cJSON_AddArrayToObject(s, "funcs");
+    x.globals = cJSON_AddArrayToObject(s, "globals");
+
+    unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
+    enum CXErrorCode err = clang_parseTranslationUnit2(idx, tu->path, (const char *const *)tu->args,
+                                                       tu->nargs, NULL, 0, flags, &x.tu);
+    if (err != CXError_Success || !x.tu) {
+        static const char *const why[] = {"success", "failure", "crashed", "invalid arguments",
+                                          "AST read error"};
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "file", tu->path);
+        cJSON_AddNumberToObject(o, "line", 1);
+        cJSON_AddNumberToObject(o, "col", 1);
+        cJSON_AddStringToObject(o, "severity", "error");
+        cJSON_AddStringToObject(o, "rule", "tk-parse-error");
+        char msg[128];
+        snprintf(msg, sizeof(msg), "libclang could not parse the file (%s)",
+                 (unsigned)err < 5 ? why[err] : "unknown error");
+        cJSON_AddStringToObject(o, "message", msg);
+        cJSON_AddItemToArray(diags, o);
+    } else {
+        x.mainf = clang_getFile(x.tu, tu->path);
+        first_error(x.tu, diags);
+        clang_visitChildren(clang_getTranslationUnitCursor(x.tu), top_visit, &x);
+        clang_getInclusions(x.tu, collect_include, d);
+        clang_disposeTranslationUnit(x.tu);
+    }
+    *summary = s;
+    *deps = d;
+    return 0;
+}

@@ -1,0 +1,768 @@
+/* Cross-file resolution: links the per-file summaries by USR and computes, for every op, the
+ * kernels its tk_wrap launches can denote, following values through locals, parameters (with
+ * the caller's arguments: context-sensitive), returns, struct fields (field-sensitive), tables,
+ * function pointers, file-scope variables and op-to-op calls, to a bounded depth in function
+ * hops. What it cannot follow is reported per op with the reason. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include <tk/error.h>
+
+/* Evaluation steps allowed per op: context-sensitive evaluation can multiply paths, and the
+ * analyzer must stay bounded on any input. */
+#define STEP_BUDGET 400000
+
+typedef struct fninfo fninfo;
+
+typedef struct callsite {
+    fninfo *caller;
+    cJSON *call; /* {line,col,f,a} */
+} callsite;
+
+struct fninfo {
+    cJSON *node;
+    const char *usr, *name, *file, *op;
+    int may_launch;
+    callsite *callers;
+    size_t ncallers, capcallers;
+};
+
+typedef struct globinfo {
+    cJSON **facts;
+    const char **files;
+    size_t n, cap;
+    const char *name;
+} globinfo;
+
+typedef struct linker {
+    fninfo *fns;
+    size_t nfns;
+    globinfo *globs;
+    size_t nglobs;
+    tk_map fn_by_usr, op_by_name, glob_by_usr, kernel_by_name, kernel_file;
+    int max_depth;
+} linker;
+
+/* A function activation: the function, the arguments of the call that reached it (NULL when
+ * reached without a call, as for an op or an initializer) and the caller's frame they are
+ * evaluated in. `up` is the chain of activations being explored, for cycle detection. */
+typedef struct frame {
+    fninfo *fn; /* NULL: file scope */
+    const char *file;
+    cJSON *args;
+    struct frame *caller;
+    struct frame *up;
+    int depth;
+} frame;
+
+typedef enum vkind { V_KERNEL, V_FUNC, V_AGG, V_UNKNOWN } vkind;
+
+typedef struct value {
+    vkind kind;
+    const char *s;     /* kernel name, function usr, or the reason of an unknown */
+    cJSON *agg;        /* V_AGG: ["rec",{..}] or ["arr",[..]] */
+    frame *where;      /* V_AGG: where its elements are evaluated */
+    const char *file;  /* V_UNKNOWN: where resolution stopped */
+    int line;
+} value;
+
+typedef struct vset {
+    value *v;
+    size_t n, cap;
+} vset;
+
+/* Memory of one op's resolution, freed at once. */
+typedef struct arena_block {
+    struct arena_block *next;
+    size_t used;
+    char data[];
+} arena_block;
+
+typedef struct opctx {
+    linker *lk;
+    arena_block *arena;
+    long steps;
+    int oom;
+    /* locals and globals under evaluation, to cut cyclic assignments */
+    const void *busy_frame[256];
+    const char *busy_key[256];
+    int nbusy;
+    /* results */
+    cJSON *kernels;    /* name -> via array */
+    cJSON *unresolved; /* array of {file,line,reason} */
+} opctx;
+
+#define ARENA_BLOCK (64u << 10)
+
+static void *arena_alloc(opctx *c, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    if (!c->arena || c->arena->used + n > ARENA_BLOCK) {
+        size_t sz = n > ARENA_BLOCK ? n : ARENA_BLOCK;
+        arena_block *b = malloc(sizeof(*b) + sz);
+        if (!b) {
+            c->oom = 1;
+            return NULL;
+        }
+        b->next = c->arena;
+        b->used = 0;
+        c->arena = b;
+    }
+    void *p = c->arena->data + c->arena->used;
+    c->arena->used += n;
+    return p;
+}
+
+static const char *arena_printf(opctx *c, const char *fmt, const char *a, const char *b, int n)
+{
+    char buf[1024];
+    snprintf(buf, sizeof(buf), fmt, a, b, n);
+    char *p = arena_alloc(c, strlen(buf) + 1);
+    if (p)
+        strcpy(p, buf);
+    return p ? p : "unknown value: out of memory";
+}
+
+static void vs_add(opctx *c, vset *s, value v)
+{
+    for (size_t i = 0; i < s->n; i++) {
+        value *w = &s->v[i];
+        if (w->kind == v.kind && w->agg == v.agg && w->where == v.where && w->line == v.line &&
+            strcmp(w->s ? w->s : "", v.s ? v.s : "") == 0)
+            return;
+    }
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 8;
+        value *nv = arena_alloc(c, cap * sizeof(*nv));
+        if (!nv)
+            return;
+        if (s->n)
+            memcpy(nv, s->v, s->n * sizeof(*nv));
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = v;
+}
+
+static value unknown_at(const char *reason, const char *file, int line)
+{
+    value v = {V_UNKNOWN, reason, NULL, NULL, file, line};
+    return v;
+}
+
+static frame *new_frame(opctx *c, fninfo *fn, cJSON *args, frame *caller, frame *up, int depth)
+{
+    frame *f = arena_alloc(c, sizeof(*f));
+    if (!f)
+        return NULL;
+    f->fn = fn;
+    f->file = fn ? fn->file : (up ? up->file : NULL);
+    f->args = args;
+    f->caller = caller;
+    f->up = up;
+    f->depth = depth;
+    return f;
+}
+
+static int on_chain(const frame *f, const fninfo *fn)
+{
+    for (; f; f = f->up)
+        if (f->fn == fn)
+            return 1;
+    return 0;
+}
+
+static const char *tag(const cJSON *e) { return cJSON_IsArray(e) && cJSON_IsString(e->child) ? e->child->valuestring : ""; }
+static cJSON *arg(const cJSON *e, int i) { return cJSON_GetArrayItem(e, i); }
+
+static void eval(opctx *c, const cJSON *e, frame *f, vset *out);
+
+static int busy_enter(opctx *c, const void *fr, const char *key)
+{
+    for (int i = 0; i < c->nbusy; i++)
+        if (c->busy_frame[i] == fr && strcmp(c->busy_key[i], key) == 0)
+            return 0;
+    if (c->nbusy == 256)
+        return 0;
+    c->busy_frame[c->nbusy] = fr;
+    c->busy_key[c->nbusy] = key;
+    c->nbusy++;
+    return 1;
+}
+
+static void busy_leave(opctx *c) { c->nbusy--; }
+
+static value depth_limit(opctx *c, frame *f, const char *target, int line)
+{
+    const char *last = f && f->fn ? f->fn->name : "file scope";
+    char why[256];
+    snprintf(why, sizeof(why), "depth limit: stopped after %d function hops in '%%s' before '%%s' (raise --max-depth)",
+             c->lk->max_depth);
+    return unknown_at(arena_printf(c, why, last, target, 0), f ? f->file : NULL, line);
+}
+
+static void eval_list(opctx *c, const cJSON *list, frame *f, vset *out)
+{
+    for (const cJSON *it = list ? list->child : NULL; it; it = it->next)
+        eval(c, it, f, out);
+}
+
+static void eval_local(opctx *c, const char *id, frame *f, vset *out)
+{
+    if (!f->fn || !busy_enter(c, f, id))
+        return;
+    cJSON *locals = cJSON_GetObjectItemCaseSensitive(f->fn->node, "locals");
+    eval_list(c, cJSON_GetObjectItemCaseSensitive(locals, id), f, out);
+    busy_leave(c);
+}
+
+static void eval_param(opctx *c, int idx, frame *f, int line, vset *out)
+{
+    if (!f->fn)
+        return;
+    char id[16];
+    snprintf(id, sizeof(id), "p%d", idx);
+    eval_local(c, id, f, out); /* assignments to the parameter inside the function */
+    if (f->args) {
+        /* context-sensitive: the argument of the call that reached this activation */
+        cJSON *a = cJSON_GetArrayItem(f->args, idx);
+        if (a && f->caller)
+            eval(c, a, f->caller, out);
+        return;
+    }
+    fninfo *fn = f->fn;
+    if (fn->ncallers == 0) {
+        cJSON *pn = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(fn->node, "params"), idx);
+        vs_add(c, out, unknown_at(arena_printf(c, "unknown value: parameter '%s' of '%s' has no caller in the scanned sources",
+                                               pn ? pn->valuestring : "?", fn->name, 0),
+                                  fn->file, line));
+        return;
+    }
+    /* reached without a call (from an initializer or a store): every caller's argument */
+    for (size_t i = 0; i < fn->ncallers; i++) {
+        callsite *cs = &fn->callers[i];
+        if (on_chain(f, cs->caller))
+            continue;
+        int cline = cJSON_GetObjectItemCaseSensitive(cs->call, "line")->valueint;
+        if (f->depth + 1 > c->lk->max_depth) {
+            vs_add(c, out, depth_limit(c, f, cs->caller->name, cline));
+            continue;
+        }
+        frame *cf = new_frame(c, cs->caller, NULL, NULL, f, f->depth + 1);
+        cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cs->call, "a"), idx);
+        if (cf && a)
+            eval(c, a, cf, out);
+    }
+}
+
+static void eval_global(opctx *c, const char *usr, const char *name, frame *f, int line, vset *out)
+{
+    globinfo *g = tk_map_get(&c->lk->glob_by_usr, usr);
+    if (!g || g->n == 0) {
+        vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is never initialized or assigned in the scanned sources",
+                                               name, NULL, 0),
+                                  f ? f->file : NULL, line));
+        return;
+    }
+    if (!busy_enter(c, NULL, usr))
+        return;
+    for (size_t i = 0; i < g->n; i++) {
+        cJSON *fact = g->facts[i];
+        cJSON *fnu = cJSON_GetObjectItemCaseSensitive(fact, "fn");
+        fninfo *fn = cJSON_IsString(fnu) ? tk_map_get(&c->lk->fn_by_usr, fnu->valuestring) : NULL;
+        frame *gf;
+        if (fn) {
+            /* a store inside a function: evaluated there, whoever called it */
+            if (f && f->depth + 1 > c->lk->max_depth) {
+                vs_add(c, out, depth_limit(c, f, fn->name, cJSON_GetObjectItemCaseSensitive(fact, "line")->valueint));
+                continue;
+            }
+            gf = new_frame(c, fn, NULL, NULL, f, f ? f->depth + 1 : 1);
+        } else {
+            gf = new_frame(c, NULL, NULL, NULL, f, f ? f->depth : 0);
+            if (gf)
+                gf->file = g->files[i];
+        }
+        if (gf)
+            eval(c, cJSON_GetObjectItemCaseSensitive(fact, "e"), gf, out);
+    }
+    busy_leave(c);
+}
+
+static void eval_call(opctx *c, const cJSON *e, frame *f, vset *out)
+{
+    int line = arg(e, 3) ? arg(e, 3)->valueint : 0;
+    vset callee = {0};
+    eval(c, arg(e, 1), f, &callee);
+    for (size_t i = 0; i < callee.n; i++) {
+        value *v = &callee.v[i];
+        if (v->kind == V_UNKNOWN) {
+            vs_add(c, out, unknown_at(arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s, NULL, 0),
+                                      v->file, v->line));
+            continue;
+        }
+        if (v->kind != V_FUNC)
+            continue;
+        fninfo *fn = tk_map_get(&c->lk->fn_by_usr, v->s);
+        if (!fn) {
+            const char *nm = strrchr(v->s, '@');
+            vs_add(c, out, unknown_at(arena_printf(c, "unknown value: return value of '%s', which has no definition in the scanned sources",
+                                                   nm ? nm + 1 : v->s, NULL, 0),
+                                      f ? f->file : NULL, line));
+            continue;
+        }
+        if (on_chain(f, fn))
+            continue; /* recursion: the other paths give the values */
+        int depth = f ? f->depth + 1 : 1;
+        if (depth > c->lk->max_depth) {
+            vs_add(c, out, depth_limit(c, f, fn->name, line));
+            continue;
+        }
+        frame *cf = new_frame(c, fn, arg(e, 2), f, f, depth);
+        if (cf)
+            eval_list(c, cJSON_GetObjectItemCaseSensitive(fn->node, "rets"), cf, out);
+    }
+}
+
+static void eval_member(opctx *c, const cJSON *e, frame *f, vset *out, int index)
+{
+    vset base = {0};
+    eval(c, arg(e, 1), f, &base);
+    const char *field = index ? NULL : arg(e, 2)->valuestring;
+    int line = 0;
+    for (size_t i = 0; i < base.n; i++) {
+        value *v = &base.v[i];
+        if (v->kind == V_UNKNOWN) {
+            vs_add(c, out, *v);
+        } else if (v->kind == V_AGG && strcmp(tag(v->agg), "arr") == 0) {
+            for (cJSON *el = arg(v->agg, 1)->child; el; el = el->next) {
+                if (index) {
+                    eval(c, el, v->where, out);
+                } else if (strcmp(tag(el), "rec") == 0) {
+                    /* a member of an element: the field of every element */
+                    eval(c, cJSON_GetObjectItemCaseSensitive(arg(el, 1), field), v->where, out);
+                }
+            }
+        } else if (v->kind == V_AGG && !index) {
+            eval(c, cJSON_GetObjectItemCaseSensitive(arg(v->agg, 1), field), v->where, out);
+        } else {
+            vs_add(c, out, unknown_at(index ? "unknown value: an element of something that is not a table"
+                                            : "unknown value: a member of something that is not a struct",
+                                      f ? f->file : NULL, line));
+        }
+    }
+}
+
+static void eval(opctx *c, const cJSON *e, frame *f, vset *out)
+{
+    if (!e || c->oom)
+        return;
+    if (++c->steps > STEP_BUDGET) {
+        if (c->steps == STEP_BUDGET + 1)
+            vs_add(c, out, unknown_at("unknown value: resolution budget exhausted", f ? f->file : NULL, 0));
+        return;
+    }
+    const char *t = tag(e);
+    value v = {0};
+    switch (t[0]) {
+    case 'k':
+        v.kind = V_KERNEL;
+        v.s = arg(e, 1)->valuestring;
+        vs_add(c, out, v);
+        return;
+    case 'f':
+        v.kind = V_FUNC;
+        v.s = arg(e, 1)->valuestring;
+        vs_add(c, out, v);
+        return;
+    case 'l':
+        eval_local(c, arg(e, 1)->valuestring, f, out);
+        return;
+    case 'p':
+        eval_param(c, arg(e, 1)->valueint, f, 0, out);
+        return;
+    case 'g':
+        eval_global(c, arg(e, 1)->valuestring, arg(e, 2)->valuestring, f, 0, out);
+        return;
+    case 'c':
+        eval_call(c, e, f, out);
+        return;
+    case 'u':
+        eval_list(c, arg(e, 1), f, out);
+        return;
+    case 'm':
+        eval_member(c, e, f, out, 0);
+        return;
+    case 'i':
+        eval_member(c, e, f, out, 1);
+        return;
+    case 'r':
+    case 'a':
+        v.kind = V_AGG;
+        v.agg = (cJSON *)e;
+        v.where = f;
+        vs_add(c, out, v);
+        return;
+    case '?':
+        vs_add(c, out, unknown_at(arg(e, 1)->valuestring, f ? f->file : NULL, arg(e, 2)->valueint));
+        return;
+    case 'x':
+        vs_add(c, out, unknown_at("unknown value: the expression is not a kernel handle", f ? f->file : NULL, 0));
+        return;
+    default: /* "0": null */
+        return;
+    }
+}
+
+/* --- walking an op ------------------------------------------------------------------------ */
+
+static void add_unresolved(opctx *c, const char *file, int line, const char *reason)
+{
+    for (cJSON *u = c->unresolved->child; u; u = u->next) {
+        cJSON *uf = cJSON_GetObjectItemCaseSensitive(u, "file");
+        if (cJSON_GetObjectItemCaseSensitive(u, "line")->valueint == line &&
+            strcmp(cJSON_GetObjectItemCaseSensitive(u, "reason")->valuestring, reason) == 0 &&
+            strcmp(cJSON_IsString(uf) ? uf->valuestring : "", file ? file : "") == 0)
+            return;
+    }
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddItemToObject(u, "file", file ? cJSON_CreateString(file) : cJSON_CreateNull());
+    cJSON_AddNumberToObject(u, "line", line);
+    cJSON_AddStringToObject(u, "reason", reason);
+    cJSON_AddItemToArray(c->unresolved, u);
+}
+
+/* The call path of the activation f, outermost first. */
+static cJSON *via_of(const frame *f)
+{
+    const char *names[256];
+    int n = 0;
+    for (; f && n < 256; f = f->up)
+        if (f->fn)
+            names[n++] = f->fn->name;
+    cJSON *a = cJSON_CreateArray();
+    while (n--)
+        cJSON_AddItemToArray(a, cJSON_CreateString(names[n]));
+    return a;
+}
+
+static void add_kernel(opctx *c, const char *name, const frame *f)
+{
+    cJSON *via = via_of(f);
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(c->kernels, name);
+    if (old && cJSON_GetArraySize(old) <= cJSON_GetArraySize(via)) {
+        cJSON_Delete(via);
+        return;
+    }
+    if (old)
+        cJSON_ReplaceItemInObjectCaseSensitive(c->kernels, name, via);
+    else
+        cJSON_AddItemToObject(c->kernels, name, via);
+}
+
+static int jint(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(v) ? v->valueint : 0;
+}
+
+static void walk(opctx *c, frame *f);
+
+static void enter(opctx *c, frame *f, fninfo *callee, cJSON *args, int line)
+{
+    if (on_chain(f, callee))
+        return; /* a cycle: its launches are already being collected */
+    if (f->depth + 1 > c->lk->max_depth) {
+        value v = depth_limit(c, f, callee->name, line);
+        add_unresolved(c, v.file, v.line, v.s);
+        return;
+    }
+    frame *cf = new_frame(c, callee, args, args ? f : NULL, f, f->depth + 1);
+    if (cf)
+        walk(c, cf);
+}
+
+static void walk(opctx *c, frame *f)
+{
+    cJSON *node = f->fn->node;
+    cJSON *it;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "launches"))
+    {
+        vset ks = {0};
+        eval(c, cJSON_GetObjectItemCaseSensitive(it, "k"), f, &ks);
+        for (size_t i = 0; i < ks.n; i++) {
+            value *v = &ks.v[i];
+            if (v->kind == V_KERNEL)
+                add_kernel(c, v->s, f);
+            else if (v->kind == V_UNKNOWN)
+                add_unresolved(c, v->line ? v->file : f->file, v->line ? v->line : jint(it, "line"), v->s);
+            else
+                add_unresolved(c, f->file, jint(it, "line"),
+                               v->kind == V_FUNC ? "unknown value: the kernel expression denotes a function, not a kernel handle"
+                                                 : "unknown value: the kernel expression denotes a struct or table, not a kernel handle");
+        }
+    }
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "calls"))
+    {
+        vset fs = {0};
+        eval(c, cJSON_GetObjectItemCaseSensitive(it, "f"), f, &fs);
+        for (size_t i = 0; i < fs.n; i++) {
+            value *v = &fs.v[i];
+            if (v->kind == V_UNKNOWN) {
+                add_unresolved(c, f->file, jint(it, "line"),
+                               arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s, NULL, 0));
+                continue;
+            }
+            fninfo *callee = v->kind == V_FUNC ? tk_map_get(&c->lk->fn_by_usr, v->s) : NULL;
+            if (callee && callee->may_launch)
+                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), jint(it, "line"));
+        }
+    }
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "opcalls"))
+    {
+        cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
+        if (!cJSON_IsString(name)) {
+            add_unresolved(c, f->file, jint(it, "line"), "unknown value: tk_call with an op name that is not a string literal");
+            continue;
+        }
+        fninfo *op = tk_map_get(&c->lk->op_by_name, name->valuestring);
+        if (!op) {
+            add_unresolved(c, f->file, jint(it, "line"),
+                           arena_printf(c, "unknown value: op '%s' called through tk_call is not defined in the scanned sources",
+                                        name->valuestring, NULL, 0));
+            continue;
+        }
+        enter(c, f, op, NULL, jint(it, "line"));
+    }
+}
+
+/* --- linking ------------------------------------------------------------------------------ */
+
+static int may_launch_direct(cJSON *fnode)
+{
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fnode, "launches")) ||
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fnode, "opcalls")))
+        return 1;
+    cJSON *call;
+    cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(fnode, "calls"))
+    if (strcmp(tag(cJSON_GetObjectItemCaseSensitive(call, "f")), "f") != 0)
+        return 1; /* an indirect call may reach anything */
+    return 0;
+}
+
+static int link_summaries(linker *lk, cJSON *const *sums, size_t n)
+{
+    size_t nf = 0, ng = 0;
+    for (size_t i = 0; i < n; i++) {
+        nf += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "funcs"));
+        ng += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "globals"));
+    }
+    lk->fns = calloc(nf + 1, sizeof(*lk->fns));
+    lk->globs = calloc(ng + 1, sizeof(*lk->globs));
+    if (!lk->fns || !lk->globs)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const char *file = cJSON_GetObjectItemCaseSensitive(sums[i], "path")->valuestring;
+        cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sums[i], "funcs"))
+        {
+            const char *usr = cJSON_GetObjectItemCaseSensitive(it, "usr")->valuestring;
+            if (tk_map_get(&lk->fn_by_usr, usr))
+                continue; /* one definition per USR: the first file (sorted) wins */
+            fninfo *fi = &lk->fns[lk->nfns++];
+            fi->node = it;
+            fi->usr = usr;
+            fi->name = cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring;
+            fi->file = file;
+            cJSON *op = cJSON_GetObjectItemCaseSensitive(it, "op");
+            fi->op = cJSON_IsString(op) ? op->valuestring : NULL;
+            if (tk_map_put(&lk->fn_by_usr, usr, fi))
+                return TK_ENOMEM;
+            if (fi->op && !tk_map_get(&lk->op_by_name, fi->op) && tk_map_put(&lk->op_by_name, fi->op, fi))
+                return TK_ENOMEM;
+        }
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sums[i], "globals"))
+        {
+            const char *usr = cJSON_GetObjectItemCaseSensitive(it, "usr")->valuestring;
+            globinfo *g = tk_map_get(&lk->glob_by_usr, usr);
+            if (!g) {
+                g = &lk->globs[lk->nglobs++];
+                g->name = cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring;
+                if (tk_map_put(&lk->glob_by_usr, usr, g))
+                    return TK_ENOMEM;
+            }
+            if (g->n == g->cap) {
+                size_t cap = g->cap ? g->cap * 2 : 4;
+                cJSON **nf2 = realloc(g->facts, cap * sizeof(*nf2));
+                const char **files = realloc(g->files, cap * sizeof(*files));
+                if (nf2)
+                    g->facts = nf2;
+                if (files)
+                    g->files = files;
+                if (!nf2 || !files)
+                    return tk_error_set(TK_ENOMEM, "out of memory");
+                g->cap = cap;
+            }
+            g->facts[g->n] = it;
+            g->files[g->n++] = file;
+        }
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sums[i], "kernels"))
+        {
+            const char *name = cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring;
+            if (!tk_map_get(&lk->kernel_by_name, name)) {
+                if (tk_map_put(&lk->kernel_by_name, name, it) || tk_map_put(&lk->kernel_file, name, (void *)file))
+                    return TK_ENOMEM;
+            }
+        }
+    }
+    /* callers of each function, through direct calls */
+    for (size_t i = 0; i < lk->nfns; i++) {
+        cJSON *call;
+        cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(lk->fns[i].node, "calls"))
+        {
+            cJSON *f = cJSON_GetObjectItemCaseSensitive(call, "f");
+            if (strcmp(tag(f), "f") != 0)
+                continue;
+            fninfo *callee = tk_map_get(&lk->fn_by_usr, arg(f, 1)->valuestring);
+            if (!callee)
+                continue;
+            if (callee->ncallers == callee->capcallers) {
+                size_t cap = callee->capcallers ? callee->capcallers * 2 : 4;
+                callsite *cs = realloc(callee->callers, cap * sizeof(*cs));
+                if (!cs)
+                    return tk_error_set(TK_ENOMEM, "out of memory");
+                callee->callers = cs;
+                callee->capcallers = cap;
+            }
+            callee->callers[callee->ncallers].caller = &lk->fns[i];
+            callee->callers[callee->ncallers++].call = call;
+        }
+    }
+    /* which functions can reach a launch: a fixed point over direct calls */
+    for (size_t i = 0; i < lk->nfns; i++)
+        lk->fns[i].may_launch = may_launch_direct(lk->fns[i].node);
+    for (int changed = 1; changed;) {
+        changed = 0;
+        for (size_t i = 0; i < lk->nfns; i++) {
+            fninfo *fi = &lk->fns[i];
+            if (!fi->may_launch)
+                continue;
+            for (size_t j = 0; j < fi->ncallers; j++) {
+                if (!fi->callers[j].caller->may_launch) {
+                    fi->callers[j].caller->may_launch = 1;
+                    changed = 1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static void linker_release(linker *lk)
+{
+    for (size_t i = 0; i < lk->nfns; i++)
+        free(lk->fns[i].callers);
+    for (size_t i = 0; i < lk->nglobs; i++) {
+        free(lk->globs[i].facts);
+        free(lk->globs[i].files);
+    }
+    free(lk->fns);
+    free(lk->globs);
+    tk_map_release(&lk->fn_by_usr);
+    tk_map_release(&lk->op_by_name);
+    tk_map_release(&lk->glob_by_usr);
+    tk_map_release(&lk->kernel_by_name);
+    tk_map_release(&lk->kernel_file);
+}
+
+static cJSON *resolve_op(linker *lk, fninfo *op)
+{
+    opctx c;
+    memset(&c, 0, sizeof(c));
+    c.lk = lk;
+    c.kernels = cJSON_CreateObject();
+    c.unresolved = cJSON_CreateArray();
+    frame *top = new_frame(&c, op, NULL, NULL, NULL, 0);
+    if (top)
+        walk(&c, top);
+
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", op->op);
+    cJSON_AddStringToObject(o, "function", op->name);
+    cJSON_AddStringToObject(o, "file", op->file);
+    cJSON_AddNumberToObject(o, "line", jint(op->node, "line"));
+    cJSON_AddStringToObject(o, "schema", cJSON_GetObjectItemCaseSensitive(op->node, "schema")->valuestring);
+    cJSON *ks = cJSON_AddArrayToObject(o, "kernels");
+    cJSON *k;
+    cJSON_ArrayForEach(k, c.kernels)
+    {
+        cJSON *ko = cJSON_CreateObject();
+        cJSON_AddStringToObject(ko, "name", k->string);
+        cJSON *def = tk_map_get(&lk->kernel_by_name, k->string);
+        const char *file = tk_map_get(&lk->kernel_file, k->string);
+        cJSON_AddItemToObject(ko, "file", file ? cJSON_CreateString(file) : cJSON_CreateNull());
+        cJSON_AddItemToObject(ko, "line", def ? cJSON_CreateNumber(jint(def, "line")) : cJSON_CreateNull());
+        cJSON_AddItemToObject(ko, "via", cJSON_Duplicate(k, 1));
+        cJSON_AddItemToArray(ks, ko);
+    }
+    cJSON_AddItemToObject(o, "unresolved", c.unresolved);
+    cJSON_Delete(c.kernels);
+    while (c.arena) {
+        arena_block *next = c.arena->next;
+        free(c.arena);
+        c.arena = next;
+    }
+    return o;
+}
+
+int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth)
+{
+    *out = NULL;
+    linker lk;
+    memset(&lk, 0, sizeof(lk));
+    lk.max_depth = max_depth;
+    int rc = link_summaries(&lk, summaries, n);
+    if (rc) {
+        linker_release(&lk);
+        return rc;
+    }
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddNumberToObject(doc, "version", 1);
+    cJSON *ops = cJSON_AddArrayToObject(doc, "ops");
+    for (size_t i = 0; i < lk.nfns; i++)
+        if (lk.fns[i].op)
+            cJSON_AddItemToArray(ops, resolve_op(&lk, &lk.fns[i]));
+    cJSON *kernels = cJSON_AddArrayToObject(doc, "kernels");
+    cJSON *diags = cJSON_AddArrayToObject(doc, "diagnostics");
+    for (size_t i = 0; i < n; i++) {
+        const char *file = cJSON_GetObjectItemCaseSensitive(summaries[i], "path")->valuestring;
+        cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(summaries[i], "kernels"))
+        {
+            cJSON *ko = cJSON_CreateObject();
+            cJSON_AddStringToObject(ko, "name", cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring);
+            cJSON_AddStringToObject(ko, "file", file);
+            cJSON_AddNumberToObject(ko, "line", jint(it, "line"));
+            cJSON_AddItemToObject(ko, "params", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "params"), 1));
+            cJSON_AddItemToArray(kernels, ko);
+        }
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(summaries[i], "diags"))
+        {
+            cJSON *d = cJSON_CreateObject();
+            cJSON *f = cJSON_GetObjectItemCaseSensitive(it, "file");
+            cJSON_AddItemToObject(d, "file", cJSON_Duplicate(f, 0));
+            cJSON_AddNumberToObject(d, "line", jint(it, "line"));
+            cJSON_AddNumberToObject(d, "column", jint(it, "col"));
+            cJSON_AddItemToObject(d, "severity", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "severity"), 0));
+            cJSON_AddItemToObject(d, "rule", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "rule"), 0));
+            cJSON_AddItemToObject(d, "message", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "message"), 0));
+            cJSON_AddItemToArray(diags, d);
+        }
+    }
+    linker_release(&lk);
+    *out = doc;
+    return 0;
+}

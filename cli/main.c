@@ -1,0 +1,44 @@
+/* tkexport: one command table, one file per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"analyze", cmd_analyze, "map every op to the CUDA kernels it launches (libclang)"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: tkexport <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n'tkexport <command> --help' describes a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TK_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return TK_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("tkexport %s\n", TK_VERSION);
+        return TK_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "tkexport: unknown command '%s' (expected one of: analyze)\n", argv[1]);
+    return TK_EXIT_USAGE;
+}

@@ -1,0 +1,24 @@
+/* File helpers: whole-file reads with a size bound, atomic writes, folders, relative paths. */
+#ifndef TK_FSUTIL_H
+#define TK_FSUTIL_H
+
+#include <stddef.h>
+
+/* Reads the whole file into a malloc'd, NUL-terminated buffer (*out, length in *len).
+ * Fails with TK_EIO for an unreadable file and TK_EINVAL for one larger than max_size. */
+int tk_file_read(char **out, size_t *len, const char *path, size_t max_size);
+
+/* Writes data to path through a temporary file in the same folder and a rename, so readers
+ * see the old file or the new one, never a half-written one. */
+int tk_file_write_atomic(const char *path, const void *data, size_t n);
+
+/* mkdir -p. */
+int tk_mkdirs(const char *path);
+
+/* path relative to the current directory when it lies below it, else path itself; malloc'd. */
+char *tk_path_relative_to_cwd(const char *abs_path);
+
+/* 1 for a directory, 0 for anything else that exists, -1 when it does not exist. */
+int tk_path_is_dir(const char *path);
+
+#endif

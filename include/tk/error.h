@@ -1,0 +1,40 @@
+/* Error codes and the thread-local last error shared by every tkexport library. */
+#ifndef TK_ERROR_H
+#define TK_ERROR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Library functions return 0 or one of these negative codes; the message that goes with the
+ * failure is in tk_error_last() of the failing thread. */
+typedef enum tk_error_code {
+    TK_OK = 0,
+    TK_EINVAL = -1,   /* bad argument or bad input file */
+    TK_ENOMEM = -2,   /* out of memory */
+    TK_EIO = -3,      /* a file could not be read or written */
+    TK_ENOTFOUND = -4,/* a named op, kernel, entry or file does not exist */
+    TK_EUNSUPPORTED = -5, /* no implementation for this device or dtype */
+    TK_EDEVICE = -6,  /* the CUDA driver or the device failed, or there is none */
+    TK_EINTERNAL = -7 /* a bug in tkexport */
+} tk_error_code;
+
+/* The message of the last failure on this thread, "" when there was none. The string stays
+ * valid until the next tk_error_set on this thread. */
+const char *tk_error_last(void);
+
+/* Records a one-line message (printf format) as this thread's last error and returns code, so
+ * that a failing function can say `return tk_error_set(TK_EINVAL, "...", ...);`. */
+int tk_error_set(int code, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Clears this thread's last error. */
+void tk_error_clear(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,201 @@
+/* Op authoring: TK_OP, TK_KERNEL_DECL, tk_wrap, tk_call and what an op body reads off tensors.
+ * An op is a C function that launches CUDA kernels only through tk_wrap, so that the analyzer
+ * sees which kernels it needs and the runtime can launch them from a program or a package. */
+#ifndef TK_OP_H
+#define TK_OP_H
+
+#include <stdint.h>
+#include <tk/error.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. The short names are fixed: users and tests rely on them. */
+typedef enum tk_dtype { TK_F32, TK_F16, TK_BF16, TK_I32, TK_I64 } tk_dtype;
+
+/* The execution context an op body receives: device, stream, mode (eager, trace, package) and
+ * the last error. Opaque; created by the runtime. */
+typedef struct tk_ctx tk_ctx;
+
+/* An n-dimensional tensor (dtype, shape, strides, device, storage). Opaque. */
+typedef struct tk_tensor tk_tensor;
+
+/* What an op's meta function fills in for each output: dtype and shape, concrete or symbolic.
+ * Opaque; the runtime issue defines its setters. */
+typedef struct tk_tensor_spec tk_tensor_spec;
+
+/* A kernel handle: the name of a TK_KERNEL function. Kernels are resolved by name at launch,
+ * from the kernels built into the executable in eager mode or from a package's modules. */
+typedef struct tk_kernel {
+    const char *name;
+} tk_kernel;
+
+/* A CUDA launch dimension; TK_DIM3(x), TK_DIM3(x, y), TK_DIM3(x, y, z), missing ones are 1. */
+typedef struct tk_dim3 {
+    uint32_t x, y, z;
+} tk_dim3;
+
+#define TK_DIM3(...) TK__DIM3_PICK(__VA_ARGS__, TK__DIM3_3, TK__DIM3_2, TK__DIM3_1, _)(__VA_ARGS__)
+#define TK__DIM3_PICK(_1, _2, _3, NAME, ...) NAME
+#define TK__DIM3_1(x) ((tk_dim3){(uint32_t)(x), 1u, 1u})
+#define TK__DIM3_2(x, y) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), 1u})
+#define TK__DIM3_3(x, y, z) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), (uint32_t)(z)})
+
+/* ceil(a / b) for positive b: the grid size that covers a elements with blocks of b. */
+static inline int64_t tk_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Tensor accessors an op body needs. tk_tensor_data is the device pointer of a CUDA tensor and
+ * the host pointer of a CPU tensor; the tensor keeps ownership. */
+int64_t tk_numel(const tk_tensor *t);
+tk_dtype tk_tensor_dtype(const tk_tensor *t);
+int tk_tensor_rank(const tk_tensor *t);
+int64_t tk_tensor_dim(const tk_tensor *t, int i);
+void *tk_tensor_data(const tk_tensor *t);
+
+/* A kernel argument, boxed by tk_wrap: a tensor becomes its device pointer at launch, integers
+ * and floats keep their C type (kind and size), so the launch can check them against the
+ * kernel's parameters. */
+typedef enum tk_arg_kind { TK_ARG_TENSOR, TK_ARG_INT, TK_ARG_UINT, TK_ARG_FLOAT, TK_ARG_PTR } tk_arg_kind;
+
+typedef struct tk_arg {
+    tk_arg_kind kind;
+    uint32_t size; /* bytes the kernel parameter takes */
+    union {
+        const tk_tensor *tensor;
+        int64_t i;
+        uint64_t u;
+        double f;
+        const void *ptr;
+    } v;
+} tk_arg;
+
+static inline tk_arg tk__arg_tensor(const tk_tensor *t) { tk_arg a = {TK_ARG_TENSOR, 8u, {0}}; a.v.tensor = t; return a; }
+static inline tk_arg tk__arg_i8(int8_t x) { tk_arg a = {TK_ARG_INT, 1u, {0}}; a.v.i = x; return a; }
+static inline tk_arg tk__arg_i16(int16_t x) { tk_arg a = {TK_ARG_INT, 2u, {0}}; a.v.i = x; return a; }
+static inline tk_arg tk__arg_i32(int32_t x) { tk_arg a = {TK_ARG_INT, 4u, {0}}; a.v.i = x; return a; }
+static inline tk_arg tk__arg_i64(int64_t x) { tk_arg a = {TK_ARG_INT, 8u, {0}}; a.v.i = x; return a; }
+static inline tk_arg tk__arg_u8(uint8_t x) { tk_arg a = {TK_ARG_UINT, 1u, {0}}; a.v.u = x; return a; }
+static inline tk_arg tk__arg_u16(uint16_t x) { tk_arg a = {TK_ARG_UINT, 2u, {0}}; a.v.u = x; return a; }
+static inline tk_arg tk__arg_u32(uint32_t x) { tk_arg a = {TK_ARG_UINT, 4u, {0}}; a.v.u = x; return a; }
+static inline tk_arg tk__arg_u64(uint64_t x) { tk_arg a = {TK_ARG_UINT, 8u, {0}}; a.v.u = x; return a; }
+static inline tk_arg tk__arg_f32(float x) { tk_arg a = {TK_ARG_FLOAT, 4u, {0}}; a.v.f = x; return a; }
+static inline tk_arg tk__arg_f64(double x) { tk_arg a = {TK_ARG_FLOAT, 8u, {0}}; a.v.f = x; return a; }
+static inline tk_arg tk__arg_ptr(const void *p) { tk_arg a = {TK_ARG_PTR, (uint32_t)sizeof(void *), {0}}; a.v.ptr = p; return a; }
+
+#define TK_ARG(x) _Generic((x),                                                    \
+    tk_tensor *: tk__arg_tensor, const tk_tensor *: tk__arg_tensor,                \
+    _Bool: tk__arg_u8, char: tk__arg_i8, signed char: tk__arg_i8,                   \
+    unsigned char: tk__arg_u8, short: tk__arg_i16, unsigned short: tk__arg_u16,      \
+    int: tk__arg_i32, unsigned int: tk__arg_u32,                                    \
+    long: tk__arg_i64, unsigned long: tk__arg_u64,                                  \
+    long long: tk__arg_i64, unsigned long long: tk__arg_u64,                        \
+    float: tk__arg_f32, double: tk__arg_f64,                                        \
+    default: tk__arg_ptr)(x)
+
+#define TK__NARG(...) TK__NARG_(__VA_ARGS__, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define TK__NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, N, ...) N
+#define TK__MAP_1(f, a) f(a)
+#define TK__MAP_2(f, a, ...) f(a), TK__MAP_1(f, __VA_ARGS__)
+#define TK__MAP_3(f, a, ...) f(a), TK__MAP_2(f, __VA_ARGS__)
+#define TK__MAP_4(f, a, ...) f(a), TK__MAP_3(f, __VA_ARGS__)
+#define TK__MAP_5(f, a, ...) f(a), TK__MAP_4(f, __VA_ARGS__)
+#define TK__MAP_6(f, a, ...) f(a), TK__MAP_5(f, __VA_ARGS__)
+#define TK__MAP_7(f, a, ...) f(a), TK__MAP_6(f, __VA_ARGS__)
+#define TK__MAP_8(f, a, ...) f(a), TK__MAP_7(f, __VA_ARGS__)
+#define TK__MAP_9(f, a, ...) f(a), TK__MAP_8(f, __VA_ARGS__)
+#define TK__MAP_10(f, a, ...) f(a), TK__MAP_9(f, __VA_ARGS__)
+#define TK__MAP_11(f, a, ...) f(a), TK__MAP_10(f, __VA_ARGS__)
+#define TK__MAP_12(f, a, ...) f(a), TK__MAP_11(f, __VA_ARGS__)
+#define TK__MAP_13(f, a, ...) f(a), TK__MAP_12(f, __VA_ARGS__)
+#define TK__MAP_14(f, a, ...) f(a), TK__MAP_13(f, __VA_ARGS__)
+#define TK__MAP_15(f, a, ...) f(a), TK__MAP_14(f, __VA_ARGS__)
+#define TK__MAP_16(f, a, ...) f(a), TK__MAP_15(f, __VA_ARGS__)
+#define TK__MAP_17(f, a, ...) f(a), TK__MAP_16(f, __VA_ARGS__)
+#define TK__MAP_18(f, a, ...) f(a), TK__MAP_17(f, __VA_ARGS__)
+#define TK__MAP_19(f, a, ...) f(a), TK__MAP_18(f, __VA_ARGS__)
+#define TK__MAP_20(f, a, ...) f(a), TK__MAP_19(f, __VA_ARGS__)
+#define TK__MAP_21(f, a, ...) f(a), TK__MAP_20(f, __VA_ARGS__)
+#define TK__MAP_22(f, a, ...) f(a), TK__MAP_21(f, __VA_ARGS__)
+#define TK__MAP_23(f, a, ...) f(a), TK__MAP_22(f, __VA_ARGS__)
+#define TK__MAP_24(f, a, ...) f(a), TK__MAP_23(f, __VA_ARGS__)
+#define TK__CAT(a, b) TK__CAT_(a, b)
+#define TK__CAT_(a, b) a##b
+#define TK__MAP(f, ...) TK__CAT(TK__MAP_, TK__NARG(__VA_ARGS__))(f, __VA_ARGS__)
+
+/* Launches `kernel` (an expression of type const tk_kernel *, usually a TK_KERNEL_DECL name)
+ * on the context's stream: tk_wrap(ctx, kernel, grid, block, args...), at most 24 arguments.
+ * The only launch the tools can see: a raw <<<>>>, cudaLaunchKernel or cuLaunchKernel inside an
+ * op is invisible to export and packaging. Returns 0 or a negative tk_error_code. */
+#define tk_wrap(ctx, kernel, grid, block, ...)                                      \
+    tk_wrap_launch((ctx), (kernel), (grid), (block), TK__NARG(__VA_ARGS__),         \
+                   (const tk_arg[]){TK__MAP(TK_ARG, __VA_ARGS__)})
+int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block,
+                   int nargs, const tk_arg *args);
+
+/* Calls another op through the registry: tk_call(ctx, "ns::name", inputs...). Outputs are
+ * allocated from the callee's meta function; returns its first output (owned by the caller),
+ * or NULL with the error in tk_error_last(). */
+#define tk_call(ctx, name, ...)                                                     \
+    tk_call_op((ctx), (name), TK__NARG(__VA_ARGS__), (tk_tensor *const[]){__VA_ARGS__})
+tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs);
+
+/* The three functions an op may have: the body (CUDA launches through tk_wrap), the CPU
+ * fallback (same signature, CPU tensors) and the meta function (the shape rule). */
+typedef int (*tk_op_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out);
+typedef int (*tk_meta_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out);
+
+#define TK_OP_DEF_VERSION 1
+
+/* The registration record TK_OP emits for each op, in the `tk_ops` section of the object, so an
+ * executable or a loaded shared object can enumerate its ops. */
+typedef struct tk_op_def {
+    unsigned version;   /* TK_OP_DEF_VERSION */
+    const char *name;   /* "namespace::name" */
+    const char *schema; /* PyTorch schema syntax: "(Tensor x, Tensor(a!) y, int n=4) -> Tensor" */
+    tk_op_fn body;      /* the function TK_OP defines */
+    const char *file;
+    int line;
+    tk_meta_fn meta;    /* optional: .meta = fn */
+    tk_op_fn cpu;       /* optional: .cpu = fn */
+} tk_op_def;
+
+#if defined(__clang__)
+/* What the analyzer finds: the op's name and schema as annotate attributes on its function. */
+#define TK__OP_ANNOTATE(name, schema) __attribute__((annotate("tk.op:" name), annotate("tk.schema:" schema)))
+#define TK__KDECL_ANNOTATE __attribute__((annotate("tk.kernel_decl")))
+#else
+#define TK__OP_ANNOTATE(name, schema)
+#define TK__KDECL_ANNOTATE
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define TK__OP_SECTION __attribute__((used, section("tk_ops"), aligned(sizeof(void *))))
+#define TK__UNUSED __attribute__((unused))
+#else
+#define TK__OP_SECTION
+#define TK__UNUSED
+#endif
+
+/* Defines an op: TK_OP(fn, "ns::name", "schema", .meta = m, .cpu = c) { body }.
+ * The body sees tk_ctx *ctx, tk_tensor *const *in and tk_tensor *const *out, and returns 0 or
+ * a negative tk_error_code. `fn` is an ordinary external function other ops may call. */
+#define TK_OP(fn, op_name, op_schema, ...)                                                \
+    int fn(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out);              \
+    static const tk_op_def tk__op_def_##fn = {                                     \
+        .version = TK_OP_DEF_VERSION, .name = op_name, .schema = op_schema, .body = fn,\
+        .file = __FILE__, .line = __LINE__, __VA_ARGS__};                           \
+    static const tk_op_def *const tk__op_reg_##fn TK__OP_SECTION = &tk__op_def_##fn; \
+    TK__OP_ANNOTATE(op_name, op_schema)                                             \
+    int fn(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+
+/* Declares a kernel handle: after TK_KERNEL_DECL(silu_kernel); the name `silu_kernel` is an
+ * expression of type const tk_kernel * (an address constant, so it may appear in static tables
+ * and initializers) that names the TK_KERNEL function silu_kernel. */
+#define TK_KERNEL_DECL(kname)                                                       \
+    TK__KDECL_ANNOTATE static const tk_kernel kname[1] TK__UNUSED = {{#kname}}
+
+#ifdef __cplusplus
+}
+#endif
+#endif
