@@ -269,12 +269,11 @@ static enum CXChildVisitResult init_elem(CXCursor c, CXCursor parent, CXClientDa
         return CXChildVisit_Continue;
     CXCursor value = c;
     char *field = NULL;
-    /* A designated element is an unexposed void expression: designators, then the value. */
+    /* A designated element is an unexposed void expression: designators (.field or [index]),
+     * then the value. */
     kids k;
     get_kids(c, &k);
     if (clang_getCursorKind(c) == CXCursor_UnexposedExpr && k.n >= 2 &&
-        (clang_getCursorKind(k.c[0]) == CXCursor_MemberRef ||
-         clang_getCursorKind(k.c[0]) == CXCursor_IntegerLiteral) &&
         clang_getCursorType(c).kind == CXType_Void) {
         if (clang_getCursorKind(k.c[0]) == CXCursor_MemberRef)
             field = str_take(clang_getCursorSpelling(k.c[0]));
