@@ -330,7 +330,7 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
         a->stats.parsed += (size_t)!p.jobs[i].cached;
         a->stats.parse_errors += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "diags")) > 0;
     }
-    if ((rc = tk_resolve(&a->doc, sums, p.n, opts->max_depth)) || (rc = tk_output_finish(a->doc))) {
+    if ((rc = tk_resolve(&a->doc, sums, p.n, opts->max_depth, opts->lint)) || (rc = tk_output_finish(a->doc))) {
         tk_analysis_free(a);
         goto done;
     }
@@ -365,6 +365,8 @@ void tk_analysis_free(tk_analysis *a)
 }
 
 void tk_analysis_get_stats(const tk_analysis *a, tk_analysis_stats *out) { *out = a->stats; }
+
+cJSON *tk_analysis_doc(tk_analysis *a) { return a->doc; }
 
 char *tk_analysis_to_json(const tk_analysis *a)
 {

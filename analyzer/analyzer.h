@@ -3,11 +3,19 @@
 #ifndef TK_ANALYZER_H
 #define TK_ANALYZER_H
 
+#include <cjson/cJSON.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #define TK_ANALYZE_OPTIONS_VERSION 1
 #define TK_ANALYZE_DEFAULT_DEPTH 5
+
+/* A buffer an editor has not saved: analyzed instead of the file's contents on disk. */
+typedef struct tk_unsaved_file {
+    const char *path;     /* as given in PATHs or absolute */
+    const char *contents;
+    size_t length;
+} tk_unsaved_file;
 
 typedef struct tk_analyze_options {
     unsigned version;               /* TK_ANALYZE_OPTIONS_VERSION */
@@ -20,9 +28,12 @@ typedef struct tk_analyze_options {
                                        $XDG_CACHE_HOME/tkexport, else ~/.cache/tkexport */
     int no_cache;                   /* neither read nor write the summary cache */
     int progress;                   /* a progress line on stderr (only when it is a terminal) */
+    int lint;                       /* run every lint check: fills "diagnostics" (docs/lint.md) */
+    const tk_unsaved_file *unsaved; /* editor buffers that replace files on disk */
+    size_t n_unsaved;
 } tk_analyze_options;
 
-#define TK_ANALYZE_OPTIONS_INIT {TK_ANALYZE_OPTIONS_VERSION, NULL, TK_ANALYZE_DEFAULT_DEPTH, NULL, 0, 0, NULL, 0, 0}
+#define TK_ANALYZE_OPTIONS_INIT {TK_ANALYZE_OPTIONS_VERSION, NULL, TK_ANALYZE_DEFAULT_DEPTH, NULL, 0, 0, NULL, 0, 0, 0, NULL, 0}
 
 typedef struct tk_analysis tk_analysis;
 
@@ -44,7 +55,16 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts,
 
 void tk_analysis_free(tk_analysis *a);
 
+/* The result document (the JSON of tk_analysis_to_json), owned by the analysis. Lint filters
+ * and renders its "diagnostics" array in place. */
+cJSON *tk_analysis_doc(tk_analysis *a);
+
 void tk_analysis_get_stats(const tk_analysis *a, tk_analysis_stats *out);
+
+/* A diagnostic in the document: {"file","line","column","end_line","end_column","severity"
+ * ("error"|"warning"),"rule","message"}; lines and columns 1-based, end_column one past the
+ * last character of the range (as SARIF's endColumn). Lint rules (docs/lint.md) are filled when
+ * opts->lint is set; tk-parse-error always. */
 
 /* The map as JSON text (format version 1, docs/analyzer.md), sorted and deterministic, paths
  * relative to the current directory. Returns a malloc'd string the caller frees, or NULL when

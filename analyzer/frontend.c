@@ -27,6 +27,9 @@ typedef struct fnstate {
     CXCursor params[64];
     int nparams;
     int returns_interesting;
+    int is_op;          /* an op body: in/out indexing and argument provenance are recorded */
+    int in_max, out_max; /* highest constant index of in[] / out[], -1 when unused */
+    int dyn_index;      /* in[] or out[] indexed by a non-constant */
 } fnstate;
 
 static char *str_take(CXString s)
@@ -509,14 +512,142 @@ static void record_assign(fnstate *fs, CXCursor assign)
     }
 }
 
-static cJSON *pos_obj(CXCursor c)
+/* line, col and ecol (one past the end, on the same line) of where the user wrote c. */
+static void add_range(cJSON *o, CXCursor c, int spelling)
 {
-    unsigned line = 0, col = 0;
-    cursor_pos(c, NULL, &line, &col);
-    cJSON *o = cJSON_CreateObject();
+    unsigned line = 0, col = 0, eline = 0, ecol = 0;
+    CXSourceRange r = clang_getCursorExtent(c);
+    if (spelling) {
+        clang_getSpellingLocation(clang_getRangeStart(r), NULL, &line, &col, NULL);
+        clang_getSpellingLocation(clang_getRangeEnd(r), NULL, &eline, &ecol, NULL);
+    } else {
+        clang_getExpansionLocation(clang_getRangeStart(r), NULL, &line, &col, NULL);
+        clang_getExpansionLocation(clang_getRangeEnd(r), NULL, &eline, &ecol, NULL);
+    }
+    if (eline != line || ecol <= col)
+        ecol = col + 1;
     cJSON_AddNumberToObject(o, "line", line);
     cJSON_AddNumberToObject(o, "col", col);
+    cJSON_AddNumberToObject(o, "ecol", ecol);
+}
+
+static cJSON *pos_obj(CXCursor c)
+{
+    cJSON *o = cJSON_CreateObject();
+    add_range(o, c, 0);
     return o;
+}
+
+/* What a value is to a kernel launch: kind (tensor, ptr, int, uint, float, other) and size. */
+static void classify(CXType t, const char **kind, long long *size)
+{
+    t = clang_getCanonicalType(t);
+    *size = clang_Type_getSizeOf(t);
+    switch (t.kind) {
+    case CXType_Pointer: {
+        CXType pointee = clang_getCanonicalType(clang_getPointeeType(t));
+        CXString n = clang_getTypeSpelling(pointee);
+        *kind = strstr(clang_getCString(n), "tk_tensor") ? "tensor" : "ptr";
+        clang_disposeString(n);
+        return;
+    }
+    case CXType_Bool: case CXType_Char_U: case CXType_UChar: case CXType_UShort: case CXType_UInt:
+    case CXType_ULong: case CXType_ULongLong: case CXType_UInt128:
+        *kind = "uint";
+        return;
+    case CXType_Char_S: case CXType_SChar: case CXType_Short: case CXType_Int: case CXType_Long:
+    case CXType_LongLong: case CXType_Int128: case CXType_Enum:
+        *kind = "int";
+        return;
+    case CXType_Float: case CXType_Double: case CXType_Half: case CXType_Float16: case CXType_LongDouble:
+        *kind = "float";
+        return;
+    default:
+        *kind = "other";
+        return;
+    }
+}
+
+/* Index of in[K] / out[K] when c is such an expression in an op body: which (1 in, 2 out) and K. */
+static int io_index(fnstate *fs, CXCursor c, int *which, long long *k)
+{
+    CXCursor s = c;
+    for (int guard = 0; guard < 16; guard++) {
+        enum CXCursorKind kk = clang_getCursorKind(s);
+        if (kk == CXCursor_ArraySubscriptExpr)
+            break;
+        if (kk != CXCursor_UnexposedExpr && kk != CXCursor_ParenExpr && kk != CXCursor_CStyleCastExpr)
+            return 0;
+        kids ks;
+        get_expr_kids(s, &ks);
+        if (ks.n != 1)
+            return 0;
+        s = ks.c[0];
+    }
+    if (clang_getCursorKind(s) != CXCursor_ArraySubscriptExpr)
+        return 0;
+    kids ks;
+    get_expr_kids(s, &ks);
+    if (ks.n != 2)
+        return 0;
+    CXCursor base = ks.c[0];
+    while (clang_getCursorKind(base) == CXCursor_UnexposedExpr || clang_getCursorKind(base) == CXCursor_ParenExpr) {
+        kids b;
+        get_expr_kids(base, &b);
+        if (b.n != 1)
+            break;
+        base = b.c[0];
+    }
+    if (clang_getCursorKind(base) != CXCursor_DeclRefExpr)
+        return 0;
+    int pi = param_index(fs, clang_getCursorReferenced(base));
+    if (pi != 1 && pi != 2)
+        return 0;
+    *which = pi;
+    *k = -1;
+    CXEvalResult ev = clang_Cursor_Evaluate(ks.c[1]);
+    if (ev) {
+        if (clang_EvalResult_getKind(ev) == CXEval_Int)
+            *k = clang_EvalResult_getAsLongLong(ev);
+        clang_EvalResult_dispose(ev);
+    }
+    return 1;
+}
+
+/* The boxed arguments of a tk_wrap: the compound literal of TK_ARG(...) calls. Each records the
+ * parameter type TK_ARG's _Generic chose (kind, size), where the user wrote it, and, in an op
+ * body, which in[K]/out[K] it is. */
+static enum CXChildVisitResult box_arg(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    void **ctx = data;
+    fnstate *fs = ctx[0];
+    cJSON *args = ctx[1];
+    if (clang_getCursorKind(c) != CXCursor_CallExpr)
+        return CXChildVisit_Recurse;
+    kids k;
+    get_expr_kids(c, &k);
+    if (k.n < 2)
+        return CXChildVisit_Continue;
+    CXType ft = clang_getCanonicalType(clang_getCursorType(k.c[0]));
+    if (ft.kind == CXType_Pointer)
+        ft = clang_getCanonicalType(clang_getPointeeType(ft));
+    const char *kind = "other";
+    long long size = 0;
+    if (clang_getNumArgTypes(ft) == 1)
+        classify(clang_getArgType(ft, 0), &kind, &size);
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "kind", kind);
+    cJSON_AddNumberToObject(a, "size", (double)size);
+    /* the user's expression is the operand of the boxing call */
+    CXCursor user = k.c[1];
+    add_range(a, user, 1);
+    int which;
+    long long idx;
+    if (fs->is_op && io_index(fs, user, &which, &idx) && idx >= 0)
+        cJSON_AddNumberToObject(a, which == 1 ? "in" : "out", (double)idx);
+    cJSON_AddItemToArray(args, a);
+    return CXChildVisit_Continue;
 }
 
 static int is_raw_launch_api(const char *n)
@@ -538,6 +669,11 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
     if (strcmp(name, "tk_wrap_launch") == 0 && nargs >= 2) {
         cJSON *l = pos_obj(c);
         cJSON_AddItemToObject(l, "k", conv(fs, clang_Cursor_getArgument(c, 1), 0));
+        cJSON *args = cJSON_AddArrayToObject(l, "args");
+        if (nargs >= 6) {
+            void *ctx[2] = {fs, args};
+            clang_visitChildren(clang_Cursor_getArgument(c, 5), box_arg, ctx);
+        }
         cJSON_AddItemToArray(fs->launches, l);
     } else if (strcmp(name, "tk_call_op") == 0 && nargs >= 2) {
         cJSON *o = pos_obj(c);
@@ -607,6 +743,20 @@ static enum CXChildVisitResult body_visit(CXCursor c, CXCursor parent, CXClientD
         if (clang_getCursorBinaryOperatorKind(c) == CXBinaryOperator_Assign)
             record_assign(fs, c);
         break;
+    case CXCursor_ArraySubscriptExpr:
+        if (fs->is_op) {
+            int which;
+            long long idx;
+            if (io_index(fs, c, &which, &idx)) {
+                if (idx < 0)
+                    fs->dyn_index = 1;
+                else if (which == 1 && idx > fs->in_max)
+                    fs->in_max = (int)idx;
+                else if (which == 2 && idx > fs->out_max)
+                    fs->out_max = (int)idx;
+            }
+        }
+        break;
     case CXCursor_ReturnStmt:
         if (fs->returns_interesting) {
             kids k;
@@ -630,6 +780,76 @@ static enum CXChildVisitResult collect_param(CXCursor c, CXCursor parent, CXClie
     return CXChildVisit_Continue;
 }
 
+/* The kernel parameter a written lvalue goes through: p[i], *p, *(p + i), p->f. */
+static int written_param(fnstate *fs, CXCursor lv)
+{
+    for (int guard = 0; guard < 32; guard++) {
+        enum CXCursorKind k = clang_getCursorKind(lv);
+        kids ks;
+        get_expr_kids(lv, &ks);
+        if (k == CXCursor_DeclRefExpr) {
+            CXCursor ref = clang_getCursorReferenced(lv);
+            if (clang_getCanonicalType(clang_getCursorType(ref)).kind != CXType_Pointer)
+                return -1;
+            return param_index(fs, ref);
+        }
+        if (k == CXCursor_BinaryOperator && ks.n == 2) {
+            /* pointer arithmetic: follow the pointer operand */
+            lv = clang_getCanonicalType(clang_getCursorType(ks.c[0])).kind == CXType_Pointer ? ks.c[0] : ks.c[1];
+            continue;
+        }
+        if (ks.n == 0)
+            return -1;
+        lv = ks.c[0];
+    }
+    return -1;
+}
+
+static enum CXChildVisitResult kernel_writes(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    void **ctx = data;
+    fnstate *fs = ctx[0];
+    int *written = ctx[1];
+    enum CXCursorKind k = clang_getCursorKind(c);
+    CXCursor target = clang_getNullCursor();
+    kids ks;
+    if (k == CXCursor_BinaryOperator && clang_getCursorBinaryOperatorKind(c) == CXBinaryOperator_Assign) {
+        get_expr_kids(c, &ks);
+        if (ks.n == 2)
+            target = ks.c[0];
+    } else if (k == CXCursor_CompoundAssignOperator) {
+        get_expr_kids(c, &ks);
+        if (ks.n == 2)
+            target = ks.c[0];
+    } else if (k == CXCursor_UnaryOperator) {
+        enum CXUnaryOperatorKind op = clang_getCursorUnaryOperatorKind(c);
+        if (op == CXUnaryOperator_PostInc || op == CXUnaryOperator_PostDec || op == CXUnaryOperator_PreInc ||
+            op == CXUnaryOperator_PreDec) {
+            get_expr_kids(c, &ks);
+            if (ks.n == 1)
+                target = ks.c[0];
+        }
+    }
+    if (!clang_Cursor_isNull(target)) {
+        enum CXCursorKind tk = clang_getCursorKind(target);
+        while (tk == CXCursor_ParenExpr || tk == CXCursor_UnexposedExpr) {
+            get_expr_kids(target, &ks);
+            if (ks.n != 1)
+                break;
+            target = ks.c[0];
+            tk = clang_getCursorKind(target);
+        }
+        /* a write through memory, not to the parameter variable itself */
+        int through = tk == CXCursor_ArraySubscriptExpr || tk == CXCursor_MemberRefExpr ||
+                      (tk == CXCursor_UnaryOperator && clang_getCursorUnaryOperatorKind(target) == CXUnaryOperator_Deref);
+        int pi = through ? written_param(fs, target) : -1;
+        if (pi >= 0 && pi < 64)
+            written[pi] = 1;
+    }
+    return CXChildVisit_Recurse;
+}
+
 static void summarize_kernel(extract *x, CXCursor fn)
 {
     cJSON *k = cJSON_CreateObject();
@@ -642,8 +862,24 @@ static void summarize_kernel(extract *x, CXCursor fn)
         cJSON *po = cJSON_CreateObject();
         add_str(po, "name", clang_getCursorSpelling(p));
         add_str(po, "type", clang_getTypeSpelling(clang_getCursorType(p)));
+        const char *kind;
+        long long size;
+        classify(clang_getCursorType(p), &kind, &size);
+        cJSON_AddStringToObject(po, "kind", kind);
+        cJSON_AddNumberToObject(po, "size", (double)size);
         cJSON_AddItemToArray(params, po);
     }
+    /* which pointer parameters the body writes through (tk-undeclared-mutation) */
+    fnstate fs;
+    memset(&fs, 0, sizeof(fs));
+    clang_visitChildren(fn, collect_param, &fs);
+    int written[64] = {0};
+    void *ctx[2] = {&fs, written};
+    clang_visitChildren(fn, kernel_writes, ctx);
+    cJSON *w = cJSON_AddArrayToObject(k, "writes");
+    for (int i = 0; i < fs.nparams && i < 64; i++)
+        if (written[i])
+            cJSON_AddItemToArray(w, cJSON_CreateNumber(i));
     cJSON_AddItemToArray(x->kernels, k);
 }
 
@@ -664,9 +900,14 @@ static void summarize_function(extract *x, CXCursor fn)
     free(usr);
     fs.usr = cJSON_GetObjectItemCaseSensitive(f, "usr");
     add_str(f, "name", clang_getCursorSpelling(fn));
+    unsigned fcol = 0;
+    cursor_pos(fn, NULL, NULL, &fcol);
     cJSON_AddNumberToObject(f, "line", cursor_line(fn));
+    cJSON_AddNumberToObject(f, "col", fcol);
     cJSON_AddBoolToObject(f, "static", clang_Cursor_getStorageClass(fn) == CX_SC_Static);
     char *op = annotation(fn, "tk.op:");
+    fs.is_op = op != NULL;
+    fs.in_max = fs.out_max = -1;
     if (op) {
         char *schema = annotation(fn, "tk.schema:");
         cJSON_AddStringToObject(f, "op", op);
@@ -689,6 +930,11 @@ static void summarize_function(extract *x, CXCursor fn)
     fs.locals = cJSON_AddObjectToObject(f, "locals");
     fs.raw = cJSON_AddArrayToObject(f, "raw");
     clang_visitChildren(fn, body_visit, &fs);
+    if (fs.is_op) {
+        cJSON_AddNumberToObject(f, "in_max", fs.in_max);
+        cJSON_AddNumberToObject(f, "out_max", fs.out_max);
+        cJSON_AddBoolToObject(f, "dyn_index", fs.dyn_index);
+    }
     cJSON_AddItemToArray(x->funcs, f);
 }
 

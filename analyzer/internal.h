@@ -27,7 +27,7 @@
 #include "analyzer.h"
 #include "map.h"
 
-#define TK_SUMMARY_VERSION 1
+#define TK_SUMMARY_VERSION 2
 
 /* Where the analyzer finds its own headers, its CUDA shim folder and the CUDA toolkit. */
 typedef struct tk_env {
@@ -83,8 +83,33 @@ cJSON *tk_cache_get(tk_cache *c, const char *key);
 void tk_cache_put(tk_cache *c, const char *key, const cJSON *summary, const cJSON *deps);
 
 /* Links the summaries (sorted by path) and resolves every op's kernels. Returns the JSON
- * document of analyzer.h in *out. */
-int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth);
+ * document of analyzer.h in *out; with lint, its diagnostics hold every rule's findings. */
+int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, int lint);
+
+/* --- checks.c: the lint rules beyond the op->kernel map ------------------------------------ */
+
+#define TK_SCHEMA_MAX 64
+
+/* What lint needs of a PyTorch-style schema "(Tensor(a!) x, int n=4) -> (Tensor, Tensor)". */
+typedef struct tk_schema {
+    int nargs, nrets;
+    unsigned char mutated[TK_SCHEMA_MAX]; /* argument i is Tensor(x!) */
+} tk_schema;
+
+/* 0, or -1 with a one-line reason in why. */
+int tk_schema_parse(const char *schema, tk_schema *out, char *why, size_t nwhy);
+/* namespace::name with identifier parts (and an optional .overload). */
+int tk_op_name_valid(const char *name);
+/* Appends a diagnostic unless one of the same rule is already at that place. */
+void tk_diag_add(cJSON *diags, const char *file, int line, int col, int ecol, const char *severity,
+                 const char *rule, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 8, 9)))
+#endif
+    ;
+/* tk-arg-mismatch and tk-undeclared-mutation for one launch of one resolved kernel. */
+void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef,
+                     const char *op_name, const char *schema);
 
 /* Rewrites every "file" string in the result document relative to the current directory and
  * sorts its lists. */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsutil.h"
 #include "internal.h"
 #include <tk/error.h>
 
@@ -93,6 +94,8 @@ typedef struct opctx {
     /* results */
     cJSON *kernels;    /* name -> via array */
     cJSON *unresolved; /* array of {file,line,reason} */
+    cJSON *diags;      /* lint findings, NULL when not linting */
+    fninfo *op;
 } opctx;
 
 #define ARENA_BLOCK (64u << 10)
@@ -419,8 +422,17 @@ static void eval(opctx *c, const cJSON *e, frame *f, vset *out)
 
 /* --- walking an op ------------------------------------------------------------------------ */
 
-static void add_unresolved(opctx *c, const char *file, int line, const char *reason)
+static void add_unresolved_at(opctx *c, const char *file, int line, int col, int ecol, const char *reason)
 {
+    if (c->diags) {
+        int depth = strncmp(reason, "depth limit", 11) == 0;
+        if (depth)
+            tk_diag_add(c->diags, file, line, col, ecol, "warning", "tk-depth-limit",
+                        "kernel resolution for op '%s' %s", c->op->op, reason + strlen("depth limit: "));
+        else
+            tk_diag_add(c->diags, file, line, col, ecol, "warning", "tk-unresolved-kernel",
+                        "cannot resolve the kernel launched by op '%s': %s", c->op->op, reason);
+    }
     for (cJSON *u = c->unresolved->child; u; u = u->next) {
         cJSON *uf = cJSON_GetObjectItemCaseSensitive(u, "file");
         if (cJSON_GetObjectItemCaseSensitive(u, "line")->valueint == line &&
@@ -430,9 +442,15 @@ static void add_unresolved(opctx *c, const char *file, int line, const char *rea
     }
     cJSON *u = cJSON_CreateObject();
     cJSON_AddItemToObject(u, "file", file ? cJSON_CreateString(file) : cJSON_CreateNull());
+    (void)ecol;
     cJSON_AddNumberToObject(u, "line", line);
     cJSON_AddStringToObject(u, "reason", reason);
     cJSON_AddItemToArray(c->unresolved, u);
+}
+
+static void add_unresolved(opctx *c, const char *file, int line, const char *reason)
+{
+    add_unresolved_at(c, file, line, 1, 0, reason);
 }
 
 /* The call path of the activation f, outermost first. */
@@ -489,16 +507,42 @@ static void walk(opctx *c, frame *f)
 {
     cJSON *node = f->fn->node;
     cJSON *it;
+    cJSON *raw = c->diags ? cJSON_GetObjectItemCaseSensitive(node, "raw") : NULL;
+    cJSON_ArrayForEach(it, raw)
+    {
+        cJSON *via = via_of(f);
+        char path[512] = "";
+        for (cJSON *v = via->child; v; v = v->next)
+            snprintf(path + strlen(path), sizeof(path) - strlen(path), "%s%s", v == via->child ? "" : " -> ", v->valuestring);
+        cJSON_Delete(via);
+        const char *kernel = cJSON_GetObjectItemCaseSensitive(it, "kernel")->valuestring;
+        tk_diag_add(c->diags, f->file, jint(it, "line"), jint(it, "col"), jint(it, "ecol"), "error", "tk-raw-launch",
+                    "%s%s%s launched with %s inside op '%s' (via %s): invisible to export and packaging; launch it with tk_wrap",
+                    *kernel ? "kernel '" : "a kernel", kernel, *kernel ? "'" : "",
+                    cJSON_GetObjectItemCaseSensitive(it, "kind")->valuestring, c->op->op, path);
+    }
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "launches"))
     {
         vset ks = {0};
         eval(c, cJSON_GetObjectItemCaseSensitive(it, "k"), f, &ks);
+        int lline = jint(it, "line"), lcol = jint(it, "col"), lecol = jint(it, "ecol");
         for (size_t i = 0; i < ks.n; i++) {
             value *v = &ks.v[i];
-            if (v->kind == V_KERNEL)
+            if (v->kind == V_KERNEL) {
                 add_kernel(c, v->s, f);
-            else if (v->kind == V_UNKNOWN)
-                add_unresolved(c, v->line ? v->file : f->file, v->line ? v->line : jint(it, "line"), v->s);
+                cJSON *def = tk_map_get(&c->lk->kernel_by_name, v->s);
+                if (c->diags && !def)
+                    tk_diag_add(c->diags, f->file, lline, lcol, lecol, "error", "tk-undefined-kernel",
+                                "kernel '%s' launched by op '%s' has no TK_KERNEL definition in the scanned sources",
+                                v->s, c->op->op);
+                else if (c->diags)
+                    tk_check_launch(c->diags, f->file, it, v->s, def, f->fn->op ? f->fn->op : c->op->op,
+                                    f->fn->op ? cJSON_GetObjectItemCaseSensitive(node, "schema")->valuestring : NULL);
+            } else if (v->kind == V_UNKNOWN) {
+                int here = !v->line || v->line == lline;
+                add_unresolved_at(c, v->line ? v->file : f->file, v->line ? v->line : lline, here ? lcol : 1,
+                                  here ? lecol : 0, v->s);
+            }
             else
                 add_unresolved(c, f->file, jint(it, "line"),
                                v->kind == V_FUNC ? "unknown value: the kernel expression denotes a function, not a kernel handle"
@@ -544,7 +588,8 @@ static void walk(opctx *c, frame *f)
 static int may_launch_direct(cJSON *fnode)
 {
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fnode, "launches")) ||
-        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fnode, "opcalls")))
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fnode, "opcalls")) ||
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fnode, "raw")))
         return 1;
     cJSON *call;
     cJSON_ArrayForEach(call, cJSON_GetObjectItemCaseSensitive(fnode, "calls"))
@@ -678,11 +723,13 @@ static void linker_release(linker *lk)
     tk_map_release(&lk->kernel_file);
 }
 
-static cJSON *resolve_op(linker *lk, fninfo *op)
+static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
 {
     opctx c;
     memset(&c, 0, sizeof(c));
     c.lk = lk;
+    c.diags = diags;
+    c.op = op;
     c.kernels = cJSON_CreateObject();
     c.unresolved = cJSON_CreateArray();
     frame *top = new_frame(&c, op, NULL, NULL, NULL, 0);
@@ -718,7 +765,41 @@ static cJSON *resolve_op(linker *lk, fninfo *op)
     return o;
 }
 
-int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth)
+/* tk-bad-op-name, tk-bad-schema (syntax and arity against in[]/out[] use), tk-duplicate-op. */
+static void check_op(linker *lk, fninfo *op, cJSON *diags)
+{
+    int line = jint(op->node, "line"), col = jint(op->node, "col");
+    if (!tk_op_name_valid(op->op))
+        tk_diag_add(diags, op->file, line, col, 0, "error", "tk-bad-op-name",
+                    "op name '%s' is not 'namespace::name' with identifier parts (e.g. 'mylib::silu')", op->op);
+    fninfo *first = tk_map_get(&lk->op_by_name, op->op);
+    if (first && first != op) {
+        char *rel = tk_path_relative_to_cwd(first->file);
+        tk_diag_add(diags, op->file, line, col, 0, "error", "tk-duplicate-op",
+                    "op '%s' is defined twice: here (function '%s') and at %s:%d (function '%s')", op->op, op->name,
+                    rel ? rel : first->file, jint(first->node, "line"), first->name);
+        free(rel);
+    }
+    const char *schema = cJSON_GetObjectItemCaseSensitive(op->node, "schema")->valuestring;
+    tk_schema sc;
+    char why[160];
+    if (tk_schema_parse(schema, &sc, why, sizeof(why)) != 0) {
+        tk_diag_add(diags, op->file, line, col, 0, "error", "tk-bad-schema", "schema '%s' of op '%s' does not parse: %s",
+                    schema, op->op, why);
+        return;
+    }
+    int in_max = jint(op->node, "in_max"), out_max = jint(op->node, "out_max");
+    if (in_max >= sc.nargs)
+        tk_diag_add(diags, op->file, line, col, 0, "error", "tk-bad-schema",
+                    "op '%s' reads in[%d], but its schema '%s' declares %d argument%s", op->op, in_max, schema, sc.nargs,
+                    sc.nargs == 1 ? "" : "s");
+    if (out_max >= sc.nrets)
+        tk_diag_add(diags, op->file, line, col, 0, "error", "tk-bad-schema",
+                    "op '%s' writes out[%d], but its schema '%s' declares %d return%s", op->op, out_max, schema, sc.nrets,
+                    sc.nrets == 1 ? "" : "s");
+}
+
+int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, int lint)
 {
     *out = NULL;
     linker lk;
@@ -732,9 +813,14 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth)
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddNumberToObject(doc, "version", 1);
     cJSON *ops = cJSON_AddArrayToObject(doc, "ops");
-    for (size_t i = 0; i < lk.nfns; i++)
-        if (lk.fns[i].op)
-            cJSON_AddItemToArray(ops, resolve_op(&lk, &lk.fns[i]));
+    cJSON *lint_diags = lint ? cJSON_CreateArray() : NULL;
+    for (size_t i = 0; i < lk.nfns; i++) {
+        if (!lk.fns[i].op)
+            continue;
+        cJSON_AddItemToArray(ops, resolve_op(&lk, &lk.fns[i], lint_diags));
+        if (lint)
+            check_op(&lk, &lk.fns[i], lint_diags);
+    }
     cJSON *kernels = cJSON_AddArrayToObject(doc, "kernels");
     cJSON *diags = cJSON_AddArrayToObject(doc, "diagnostics");
     for (size_t i = 0; i < n; i++) {
@@ -746,7 +832,14 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth)
             cJSON_AddStringToObject(ko, "name", cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring);
             cJSON_AddStringToObject(ko, "file", file);
             cJSON_AddNumberToObject(ko, "line", jint(it, "line"));
-            cJSON_AddItemToObject(ko, "params", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "params"), 1));
+            cJSON *params = cJSON_AddArrayToObject(ko, "params"), *pi;
+            cJSON_ArrayForEach(pi, cJSON_GetObjectItemCaseSensitive(it, "params"))
+            {
+                cJSON *po = cJSON_CreateObject();
+                cJSON_AddStringToObject(po, "name", cJSON_GetObjectItemCaseSensitive(pi, "name")->valuestring);
+                cJSON_AddStringToObject(po, "type", cJSON_GetObjectItemCaseSensitive(pi, "type")->valuestring);
+                cJSON_AddItemToArray(params, po);
+            }
             cJSON_AddItemToArray(kernels, ko);
         }
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(summaries[i], "diags"))
@@ -756,12 +849,17 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth)
             cJSON_AddItemToObject(d, "file", cJSON_Duplicate(f, 0));
             cJSON_AddNumberToObject(d, "line", jint(it, "line"));
             cJSON_AddNumberToObject(d, "column", jint(it, "col"));
+            cJSON_AddNumberToObject(d, "end_line", jint(it, "line"));
+            cJSON_AddNumberToObject(d, "end_column", jint(it, "col") + 1);
             cJSON_AddItemToObject(d, "severity", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "severity"), 0));
             cJSON_AddItemToObject(d, "rule", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "rule"), 0));
             cJSON_AddItemToObject(d, "message", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "message"), 0));
             cJSON_AddItemToArray(diags, d);
         }
     }
+    while (lint_diags && lint_diags->child)
+        cJSON_AddItemToArray(diags, cJSON_DetachItemViaPointer(lint_diags, lint_diags->child));
+    cJSON_Delete(lint_diags);
     linker_release(&lk);
     *out = doc;
     return 0;
