@@ -32,6 +32,8 @@ typedef struct pool {
     job *jobs;
     size_t n, next, done;
     tk_cache *cache;
+    struct CXUnsavedFile *unsaved; /* editor buffers, by absolute path */
+    unsigned n_unsaved;
     pthread_mutex_t lock;
     int progress;
     int oom;
@@ -142,11 +144,27 @@ static cJSON *unreadable_summary(const char *path, const char *why)
     return s;
 }
 
+static const struct CXUnsavedFile *find_unsaved(const pool *p, const char *path)
+{
+    for (unsigned i = 0; i < p->n_unsaved; i++)
+        if (strcmp(p->unsaved[i].Filename, path) == 0)
+            return &p->unsaved[i];
+    return NULL;
+}
+
 static void summarize_job(pool *p, CXIndex idx, job *j)
 {
     char *content = NULL;
     size_t len = 0;
-    if (tk_file_read(&content, &len, j->tu.path, MAX_SOURCE_SIZE) != 0) {
+    const struct CXUnsavedFile *buf = find_unsaved(p, j->tu.path);
+    if (buf) {
+        content = malloc(buf->Length + 1);
+        if (content) {
+            memcpy(content, buf->Contents, buf->Length);
+            len = buf->Length;
+        }
+    }
+    if (!content && tk_file_read(&content, &len, j->tu.path, MAX_SOURCE_SIZE) != 0) {
         j->summary = unreadable_summary(j->tu.path, tk_error_last());
         tk_error_clear();
         return;
@@ -160,7 +178,7 @@ static void summarize_job(pool *p, CXIndex idx, job *j)
         return;
     }
     cJSON *deps = NULL;
-    if (tk_frontend_summarize(&j->summary, &deps, idx, &j->tu) != 0) {
+    if (tk_frontend_summarize(&j->summary, &deps, idx, &j->tu, p->unsaved, p->n_unsaved) != 0) {
         pthread_mutex_lock(&p->lock);
         p->oom = 1;
         pthread_mutex_unlock(&p->lock);
@@ -278,6 +296,38 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
         if (rc)
             goto done;
     }
+    /* editor buffers: absolute paths, and analyzed even when not saved yet */
+    if (opts->n_unsaved) {
+        p.unsaved = calloc(opts->n_unsaved, sizeof(*p.unsaved));
+        if (!p.unsaved) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (size_t i = 0; i < opts->n_unsaved; i++) {
+            const tk_unsaved_file *u = &opts->unsaved[i];
+            char *abs = realpath(u->path, NULL);
+            if (!abs && u->path[0] != '/') {
+                char cwd[PATH_MAX];
+                tk_strbuf sb = TK_STRBUF_INIT;
+                if (getcwd(cwd, sizeof(cwd)))
+                    tk_strbuf_addf(&sb, "%s/%s", cwd, u->path);
+                abs = tk_strbuf_detach(&sb);
+            } else if (!abs) {
+                abs = strdup(u->path);
+            }
+            if (!abs) {
+                rc = tk_error_set(TK_ENOMEM, "out of memory");
+                goto done;
+            }
+            p.unsaved[p.n_unsaved].Filename = abs;
+            p.unsaved[p.n_unsaved].Contents = u->contents;
+            p.unsaved[p.n_unsaved].Length = (unsigned long)u->length;
+            p.n_unsaved++;
+            for (size_t r = 0; r < roots.n; r++)
+                if (under(abs, roots.v[r]) && source_ext(abs) && (rc = list_add(&files, abs)))
+                    goto done;
+        }
+    }
     if (opts->compdb_dir && (rc = tk_compdb_load(&cdb, &ncdb, opts->compdb_dir, &env, opts->extra_args, opts->n_extra_args)))
         goto done;
 
@@ -311,6 +361,8 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
     cache_dir = opts->no_cache ? NULL : (opts->cache_dir ? strdup(opts->cache_dir) : default_cache_dir());
     tk_cache_init(&cache, cache_dir);
     have_cache = 1;
+    for (unsigned i = 0; i < p.n_unsaved; i++)
+        tk_cache_override(&cache, p.unsaved[i].Filename, p.unsaved[i].Contents, p.unsaved[i].Length);
     p.cache = &cache;
     p.progress = opts->progress && isatty(2);
     if ((rc = run_pool(&p, opts->jobs)))
@@ -342,6 +394,9 @@ done:
         cJSON_Delete(p.jobs[i].summary);
     }
     free(p.jobs);
+    for (unsigned i = 0; i < p.n_unsaved; i++)
+        free((char *)p.unsaved[i].Filename);
+    free(p.unsaved);
     for (size_t i = 0; i < ncdb; i++)
         tk_tu_release(&cdb[i]);
     free(cdb);

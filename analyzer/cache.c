@@ -87,6 +87,19 @@ static const char *dep_digest(tk_cache *c, const char *path)
     return known;
 }
 
+void tk_cache_override(tk_cache *c, const char *path, const char *contents, size_t len)
+{
+    char hex[65];
+    tk_sha256_hex(contents, len, hex);
+    pthread_mutex_lock(&c->lock);
+    cJSON *pair = cJSON_CreateArray();
+    cJSON_AddItemToArray(pair, cJSON_CreateString(path));
+    cJSON_AddItemToArray(pair, cJSON_CreateString(hex));
+    cJSON_AddItemToArray(c->digest_store, pair);
+    tk_map_put(&c->digests, cJSON_GetArrayItem(pair, 0)->valuestring, cJSON_GetArrayItem(pair, 1)->valuestring);
+    pthread_mutex_unlock(&c->lock);
+}
+
 static void entry_path(const tk_cache *c, const char *key, char *out, size_t n)
 {
     snprintf(out, n, "%s/%.2s/%s.json", c->dir, key, key);

@@ -1032,7 +1032,8 @@ static void collect_include(CXFile included, CXSourceLocation *stack, unsigned d
     free(real);
 }
 
-int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_tu *tu)
+int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_tu *tu,
+                          struct CXUnsavedFile *unsaved, unsigned n_unsaved)
 {
     cJSON *s = cJSON_CreateObject();
     cJSON *d = cJSON_CreateArray();
@@ -1053,7 +1054,7 @@ int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_t
 
     unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
     enum CXErrorCode err = clang_parseTranslationUnit2(idx, tu->path, (const char *const *)tu->args,
-                                                       tu->nargs, NULL, 0, flags, &x.tu);
+                                                       tu->nargs, unsaved, n_unsaved, flags, &x.tu);
     if (err != CXError_Success || !x.tu) {
         static const char *const why[] = {"success", "failure", "crashed", "invalid arguments",
                                           "AST read error"};

@@ -61,7 +61,8 @@ int tk_compdb_load(tk_tu **out, size_t *n, const char *dir, const tk_env *env,
 /* Parses tu with idx and returns its summary in *summary and, in *deps, the non-system headers
  * it included as an array of absolute paths. Never fails on bad source: parse failures become
  * tk-parse-error diagnostics in the summary. Returns TK_ENOMEM only. */
-int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_tu *tu);
+int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_tu *tu,
+                          struct CXUnsavedFile *unsaved, unsigned n_unsaved);
 
 /* The summary cache, on disk, keyed by the file's content, its arguments and the analyzer and
  * clang versions; an entry also lists the headers the file included with their digests, and is
@@ -77,6 +78,8 @@ int tk_cache_init(tk_cache *c, const char *dir);
 void tk_cache_release(tk_cache *c);
 /* The key of tu with content (the file's bytes): 64 hex digits. */
 void tk_cache_key(const tk_tu *tu, const char *content, size_t len, char key[65]);
+/* Makes the digest of path that of an editor's unsaved buffer for this run. */
+void tk_cache_override(tk_cache *c, const char *path, const char *contents, size_t len);
 /* A cached summary (caller frees) or NULL on a miss. */
 cJSON *tk_cache_get(tk_cache *c, const char *key);
 /* Stores summary under key with the digests of deps; failures to write are ignored. */
