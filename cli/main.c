@@ -12,6 +12,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"analyze", cmd_analyze, "map every op to the CUDA kernels it launches (libclang)"},
+    {"lsp", cmd_lsp, "language server for editors: lint findings as you type (LSP on stdio)"},
 };
 
 static void usage(FILE *f)

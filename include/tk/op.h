@@ -21,8 +21,8 @@ typedef struct tk_ctx tk_ctx;
 /* An n-dimensional tensor (dtype, shape, strides, device, storage). Opaque. */
 typedef struct tk_tensor tk_tensor;
 
-/* What an op's meta function fills in for each output: dtype and shape, concrete or symbolic.
- * Opaque; the runtime issue defines its setters. */
+/* What an op's meta function fills in for each output: dtype and shape (concrete now; symbolic
+ * shapes come with the exporter). Opaque; set it with tk_spec_set or tk_spec_like. */
 typedef struct tk_tensor_spec tk_tensor_spec;
 
 /* A kernel handle: the name of a TK_KERNEL function. Kernels are resolved by name at launch,
@@ -41,6 +41,14 @@ typedef struct tk_dim3 {
 #define TK__DIM3_1(x) ((tk_dim3){(uint32_t)(x), 1u, 1u})
 #define TK__DIM3_2(x, y) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), 1u})
 #define TK__DIM3_3(x, y, z) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), (uint32_t)(z)})
+
+/* Meta functions: output i gets dtype and shape (rank <= 8). Return 0 or a tk_error_code. */
+int tk_spec_set(tk_tensor_spec *spec, tk_dtype dtype, int rank, const int64_t *shape);
+/* Output gets t's dtype and shape. */
+int tk_spec_like(tk_tensor_spec *spec, const tk_tensor *t);
+
+/* The number of streaming multiprocessors of the context's GPU (1 on the CPU), to size grids. */
+int tk_ctx_sm_count(tk_ctx *ctx);
 
 /* ceil(a / b) for positive b: the grid size that covers a elements with blocks of b. */
 static inline int64_t tk_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -147,8 +155,9 @@ typedef int (*tk_meta_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *con
 
 #define TK_OP_DEF_VERSION 1
 
-/* The registration record TK_OP emits for each op, in the `tk_ops` section of the object, so an
- * executable or a loaded shared object can enumerate its ops. */
+/* The registration record TK_OP emits for each op. A constructor adds it to the runtime's
+ * registry when the executable starts or a shared object is loaded (and a destructor removes
+ * it when that object is unloaded); the record also sits in the `tk_ops` section. */
 typedef struct tk_op_def {
     unsigned version;   /* TK_OP_DEF_VERSION */
     const char *name;   /* "namespace::name" */
@@ -156,9 +165,19 @@ typedef struct tk_op_def {
     tk_op_fn body;      /* the function TK_OP defines */
     const char *file;
     int line;
-    tk_meta_fn meta;    /* optional: .meta = fn */
+    tk_meta_fn meta;    /* optional: .meta = fn; without it, every output is like in[0] */
     tk_op_fn cpu;       /* optional: .cpu = fn */
 } tk_op_def;
+
+/* A registry link, one per op, owned by the object that defines the op. */
+typedef struct tk_op_node {
+    const tk_op_def *def;
+    struct tk_op_node *next;
+} tk_op_node;
+
+/* Called by TK_OP's constructor and destructor; not for direct use. */
+void tk_op_register(tk_op_node *node);
+void tk_op_unregister(tk_op_node *node);
 
 #if defined(__clang__)
 /* What the analyzer finds: the op's name and schema as annotate attributes on its function. */
@@ -172,9 +191,10 @@ typedef struct tk_op_def {
 #if defined(__GNUC__) || defined(__clang__)
 #define TK__OP_SECTION __attribute__((used, section("tk_ops"), aligned(sizeof(void *))))
 #define TK__UNUSED __attribute__((unused))
+#define TK__CTOR __attribute__((constructor))
+#define TK__DTOR __attribute__((destructor))
 #else
-#define TK__OP_SECTION
-#define TK__UNUSED
+#error "tkexport ops need GCC or Clang (constructor attributes register them)"
 #endif
 
 /* Defines an op: TK_OP(fn, "ns::name", "schema", .meta = m, .cpu = c) { body }.
@@ -186,6 +206,9 @@ typedef struct tk_op_def {
         .version = TK_OP_DEF_VERSION, .name = op_name, .schema = op_schema, .body = fn,\
         .file = __FILE__, .line = __LINE__, __VA_ARGS__};                           \
     static const tk_op_def *const tk__op_reg_##fn TK__OP_SECTION = &tk__op_def_##fn; \
+    static tk_op_node tk__op_node_##fn = {&tk__op_def_##fn, 0};                    \
+    TK__CTOR static void tk__op_ctor_##fn(void) { tk_op_register(&tk__op_node_##fn); } \
+    TK__DTOR static void tk__op_dtor_##fn(void) { tk_op_unregister(&tk__op_node_##fn); } \
     TK__OP_ANNOTATE(op_name, op_schema)                                             \
     int fn(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
 
