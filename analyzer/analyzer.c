@@ -233,7 +233,7 @@ static int run_pool(pool *p, int jobs)
     for (int i = 0; i < started; i++)
         pthread_join(th[i], NULL);
     if (p->progress && p->n)
-        fputc('\n', stderr);
+        fputs("\r\033[K", stderr); /* the progress line goes away once the work is done */
     return p->oom ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
 }
 

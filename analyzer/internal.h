@@ -26,6 +26,7 @@
 
 #include "analyzer.h"
 #include "map.h"
+#include "schema.h"
 
 #define TK_SUMMARY_VERSION 2
 
@@ -91,18 +92,7 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
 
 /* --- checks.c: the lint rules beyond the op->kernel map ------------------------------------ */
 
-#define TK_SCHEMA_MAX 64
-
-/* What lint needs of a PyTorch-style schema "(Tensor(a!) x, int n=4) -> (Tensor, Tensor)". */
-typedef struct tk_schema {
-    int nargs, nrets;
-    unsigned char mutated[TK_SCHEMA_MAX]; /* argument i is Tensor(x!) */
-} tk_schema;
-
-/* 0, or -1 with a one-line reason in why. */
-int tk_schema_parse(const char *schema, tk_schema *out, char *why, size_t nwhy);
-/* namespace::name with identifier parts (and an optional .overload). */
-int tk_op_name_valid(const char *name);
+/* Schemas and op names: tk_schema_parse and tk_op_name_valid live in common/schema.h. */
 /* Appends a diagnostic unless one of the same rule is already at that place. */
 void tk_diag_add(cJSON *diags, const char *file, int line, int col, int ecol, const char *severity,
                  const char *rule, const char *fmt, ...)

@@ -12,6 +12,7 @@ typedef struct command {
 
 static const command commands[] = {
     {"analyze", cmd_analyze, "map every op to the CUDA kernels it launches (libclang)"},
+    {"lint", cmd_lint, "check ops for mistakes export would hit: compiler-style text, JSON or SARIF"},
     {"lsp", cmd_lsp, "language server for editors: lint findings as you type (LSP on stdio)"},
 };
 

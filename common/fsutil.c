@@ -50,8 +50,23 @@ done:
     return rc;
 }
 
+/* A path that exists and is not a regular file (/dev/stdout, /dev/null, a pipe) is written in
+ * place: replacing it by a rename would destroy it. */
+static int write_in_place(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        return tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno));
+    int bad = fwrite(data, 1, n, f) != n;
+    bad |= fclose(f) != 0;
+    return bad ? tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno)) : 0;
+}
+
 int tk_file_write_atomic(const char *path, const void *data, size_t n)
 {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return write_in_place(path, data, n);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
     if (!tmp)

@@ -9,7 +9,8 @@
 int tk_file_read(char **out, size_t *len, const char *path, size_t max_size);
 
 /* Writes data to path through a temporary file in the same folder and a rename, so readers
- * see the old file or the new one, never a half-written one. */
+ * see the old file or the new one, never a half-written one. A path that exists and is not a
+ * regular file (/dev/null, a pipe) is written in place. */
 int tk_file_write_atomic(const char *path, const void *data, size_t n);
 
 /* mkdir -p. */
