@@ -41,6 +41,9 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "tkexport: unknown command '%s' (expected one of: analyze)\n", argv[1]);
+    fprintf(stderr, "tkexport: unknown command '%s' (expected one of:", argv[1]);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(stderr, "%s %s", i ? "," : "", commands[i].name);
+    fprintf(stderr, ")\n");
     return TK_EXIT_USAGE;
 }
