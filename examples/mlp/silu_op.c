@@ -1,14 +1,48 @@
-/* The op of the MLP example: custom_ops::silu launches silu_kernel on a bf16 tensor. */
+/* The op of the MLP example: custom_ops::silu launches silu_kernel on a bf16 tensor, with a meta
+ * function (the output is like the input) and a CPU fallback that computes the same in float. */
+#include <math.h>
+#include <tk/half.h>
 #include <tk/op.h>
 
 TK_KERNEL_DECL(silu_kernel);
 
 enum { SILU_BLOCK = 256 };
 
-TK_OP(silu_op, "custom_ops::silu", "(Tensor x) -> Tensor")
+static int check_bf16(const tk_tensor *x)
 {
-    if (tk_tensor_dtype(in[0]) != TK_BF16)
+    if (tk_tensor_dtype(x) != TK_BF16)
         return tk_error_set(TK_EUNSUPPORTED, "'custom_ops::silu' takes a bf16 input 'x'");
+    return 0;
+}
+
+static int silu_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    (void)ctx;
+    int err = check_bf16(in[0]);
+    return err ? err : tk_spec_like(out[0], in[0]);
+}
+
+/* The CPU fallback: bf16 widened to float, x * sigmoid(x), rounded back to nearest even. */
+static int silu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    (void)ctx;
+    int err = check_bf16(in[0]);
+    if (err)
+        return err;
+    const uint16_t *x = tk_tensor_data(in[0]);
+    uint16_t *y = tk_tensor_data(out[0]);
+    for (int64_t i = 0; i < tk_numel(in[0]); i++) {
+        float v = tk_bf16_to_f32(x[i]);
+        y[i] = tk_f32_to_bf16(v / (1.0f + expf(-v)));
+    }
+    return 0;
+}
+
+TK_OP(silu_op, "custom_ops::silu", "(Tensor x) -> Tensor", .meta = silu_meta, .cpu = silu_cpu)
+{
+    int err = check_bf16(in[0]);
+    if (err)
+        return err;
     int64_t n = tk_numel(in[0]);
     if (n == 0)
         return 0;

@@ -54,7 +54,9 @@ int tk_ctx_sm_count(tk_ctx *ctx);
 static inline int64_t tk_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Tensor accessors an op body needs. tk_tensor_data is the device pointer of a CUDA tensor and
- * the host pointer of a CPU tensor; the tensor keeps ownership. */
+ * the host pointer of a CPU tensor; the tensor keeps ownership. tk_tensor_dim takes negative
+ * indices from the end as PyTorch does (-1 is the last dim); out of range it returns -1 and sets
+ * the last error. */
 int64_t tk_numel(const tk_tensor *t);
 tk_dtype tk_tensor_dtype(const tk_tensor *t);
 int tk_tensor_rank(const tk_tensor *t);

@@ -1,0 +1,32 @@
+/* Typed helpers for the built-in ops of libtkrt (kernels/): each calls its op through the
+ * registry (tk_call), so it runs on the context's device: the CUDA kernel on a GPU, the CPU
+ * reference on the CPU. Each returns a new tensor on the context's device, owned by the caller
+ * (tk_tensor_free), or NULL with the reason in tk_error_last(). */
+#ifndef TK_OPS_H
+#define TK_OPS_H
+
+#include <tk/op.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Elementwise, on f32, f16 or bf16; the two inputs of add and mul have the same dtype and
+ * shape (no broadcasting). Math is done in float; 16-bit results are rounded to nearest even. */
+tk_tensor *tk_add(tk_ctx *ctx, tk_tensor *a, tk_tensor *b);  /* tk::add: a + b */
+tk_tensor *tk_mul(tk_ctx *ctx, tk_tensor *a, tk_tensor *b);  /* tk::mul: a * b */
+tk_tensor *tk_sin(tk_ctx *ctx, tk_tensor *x);                /* tk::sin */
+tk_tensor *tk_cos(tk_ctx *ctx, tk_tensor *x);                /* tk::cos */
+tk_tensor *tk_silu(tk_ctx *ctx, tk_tensor *x);               /* tk::silu: x * sigmoid(x) */
+/* tk::gelu, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+tk_tensor *tk_gelu(tk_ctx *ctx, tk_tensor *x);
+
+/* tk::linear, PyTorch's nn.Linear: y = x W^T + b with x [M, K], w [N, K] (out_features,
+ * in_features), b [N], y [M, N]; all three of one dtype (f32, f16 or bf16), accumulated in f32
+ * (cuBLASLt on a GPU). */
+tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

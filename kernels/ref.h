@@ -1,0 +1,30 @@
+/* The CPU references of the built-in kernels (elementwise_ref.c, linear.c): the math the GPU
+ * kernels implement, in float, over f32, f16 and bf16 buffers. They serve as the ops' CPU
+ * fallbacks and as what the GPU tests compare against. Internal to libtkrt and kernels/. */
+#ifndef TK_KERNELS_REF_H
+#define TK_KERNELS_REF_H
+
+#include <stdint.h>
+#include <tk/op.h>
+
+typedef enum tk_ew_op { TK_EW_ADD, TK_EW_MUL, TK_EW_SIN, TK_EW_COS, TK_EW_SILU, TK_EW_GELU } tk_ew_op;
+
+/* The scalar functions, in float. gelu is the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x +
+ * 0.044715 x^3))), evaluated as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), the same value
+ * without the cancellation of 1 + tanh near -1. */
+float tk_ref_silu(float x);
+float tk_ref_gelu(float x);
+
+/* y[i] = op(x[i]) (sin, cos, silu, gelu) or op(a[i], b[i]) (add, mul) for n elements of dtype
+ * (f32, f16 or bf16; 16-bit values widened exactly, results rounded to nearest even). y may
+ * alias an input. Return 0, or TK_EUNSUPPORTED for another dtype or an op of the other arity. */
+int tk_ref_unary(tk_ew_op op, tk_dtype dtype, const void *x, void *y, int64_t n);
+int tk_ref_binary(tk_ew_op op, tk_dtype dtype, const void *a, const void *b, void *y, int64_t n);
+
+/* y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear): x [M, K], w [N, K], b [N] (or NULL),
+ * y [M, N], all of dtype, accumulated in float in order of k, the bias added last, rounded once
+ * to dtype. Returns 0, or TK_EUNSUPPORTED for a dtype other than f32, f16, bf16. */
+int tk_ref_linear(tk_dtype dtype, const void *x, const void *w, const void *b, void *y,
+                  int64_t M, int64_t K, int64_t N);
+
+#endif

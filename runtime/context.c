@@ -1,0 +1,52 @@
+/* Contexts: the device, the mode (eager) and, on a GPU, the CUDA state of runtime/cuda.c. */
+#include <stdlib.h>
+
+#include "rt_internal.h"
+
+int tk_ctx_new(tk_ctx **out, tk_device dev)
+{
+    char name[32];
+    int rc;
+    *out = NULL;
+    if (dev.kind != TK_DEVICE_CPU && dev.kind != TK_DEVICE_CUDA)
+        return tk_error_set(TK_EINVAL, "unknown device kind %d", (int)dev.kind);
+    if (dev.kind == TK_DEVICE_CUDA && dev.index < 0)
+        return tk_error_set(TK_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)",
+                            tk_device_name(dev, name, sizeof(name)));
+    tk_ctx *ctx = calloc(1, sizeof(*ctx));
+    if (!ctx)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    ctx->device = dev.kind == TK_DEVICE_CPU ? (tk_device){TK_DEVICE_CPU, 0} : dev;
+    ctx->mode = TK_MODE_EAGER;
+    if (dev.kind == TK_DEVICE_CUDA && (rc = tk_cuda_ctx_init(ctx, dev.index))) {
+        free(ctx);
+        return rc;
+    }
+    *out = ctx;
+    return 0;
+}
+
+void tk_ctx_free(tk_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    tk_cuda_ctx_release(ctx);
+    free(ctx);
+}
+
+tk_device tk_ctx_device(const tk_ctx *ctx)
+{
+    return ctx ? ctx->device : (tk_device){TK_DEVICE_CPU, 0};
+}
+
+int tk_ctx_sync(tk_ctx *ctx)
+{
+    if (!ctx)
+        return tk_error_set(TK_EINVAL, "tk_ctx_sync: no context");
+    return ctx->device.kind == TK_DEVICE_CUDA ? tk_cuda_sync(ctx) : 0;
+}
+
+int tk_ctx_sm_count(tk_ctx *ctx)
+{
+    return ctx && ctx->device.kind == TK_DEVICE_CUDA ? tk_cuda_sm_count_of(ctx) : 1;
+}

@@ -1,0 +1,312 @@
+/* The CUDA backend: libcuda.so.1 opened with dlopen at first GPU use, the state each GPU shares
+ * (its primary context), and per-context streams, device memory and copies. */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TK_HAVE_CUDA_HEADERS
+#include "cuda_driver.h"
+
+tk_cu_api tk_cu;
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_rc;
+static char load_msg[512];
+static void *libcuda;
+static int ndevices;
+static tk_cu_device *devices;
+
+int tk_cu_fail(CUresult r, const char *stmt, const char *file, int line)
+{
+    const char *name = NULL, *text = NULL;
+    if (!tk_cu.GetErrorName || tk_cu.GetErrorName(r, &name) != CUDA_SUCCESS)
+        name = NULL;
+    if (!tk_cu.GetErrorString || tk_cu.GetErrorString(r, &text) != CUDA_SUCCESS)
+        text = NULL;
+    const char *base = strrchr(file, '/');
+    char code[32];
+    if (!name) {
+        snprintf(code, sizeof(code), "CUDA error %d", (int)r);
+        name = code;
+    }
+    return tk_error_set(r == CUDA_ERROR_OUT_OF_MEMORY ? TK_ENOMEM : TK_EDEVICE, "%s failed at %s:%d: %s: %s",
+                        stmt, base ? base + 1 : file, line, name, text ? text : "no description");
+}
+
+/* dlsym into a function pointer of the table; POSIX guarantees the conversion works. */
+static int resolve(void *fnptr, size_t size, const char *symbol, int required)
+{
+    void *sym = dlsym(libcuda, symbol);
+    if (!sym && required) {
+        snprintf(load_msg, sizeof(load_msg),
+                 "no CUDA driver: libcuda.so.1 has no %s (a driver older than CUDA 11 ?)", symbol);
+        return -1;
+    }
+    memcpy(fnptr, &sym, size);
+    return 0;
+}
+
+static void load(void)
+{
+    int rc = 0;
+    libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!libcuda) {
+        const char *why = dlerror();
+        snprintf(load_msg, sizeof(load_msg), "no CUDA driver: libcuda.so.1 could not be loaded (%s)",
+                 why ? why : "unknown reason");
+        load_rc = TK_EDEVICE;
+        return;
+    }
+#define SYM(field, symbol, required)                                                       \
+    if (resolve(&tk_cu.field, sizeof(tk_cu.field), symbol, required)) {                    \
+        load_rc = TK_EDEVICE;                                                              \
+        return;                                                                            \
+    }
+    SYM(Init, "cuInit", 1)
+    SYM(DriverGetVersion, "cuDriverGetVersion", 1)
+    SYM(GetErrorName, "cuGetErrorName", 1)
+    SYM(GetErrorString, "cuGetErrorString", 1)
+    SYM(DeviceGet, "cuDeviceGet", 1)
+    SYM(DeviceGetCount, "cuDeviceGetCount", 1)
+    SYM(DeviceGetAttribute, "cuDeviceGetAttribute", 1)
+    SYM(DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1)
+    SYM(DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", 1)
+    SYM(CtxSetCurrent, "cuCtxSetCurrent", 1)
+    SYM(StreamCreate, "cuStreamCreate", 1)
+    SYM(StreamDestroy, "cuStreamDestroy_v2", 1)
+    SYM(StreamSynchronize, "cuStreamSynchronize", 1)
+    SYM(MemAlloc, "cuMemAlloc_v2", 1)
+    SYM(MemFree, "cuMemFree_v2", 1)
+    SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 1)
+    SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 1)
+    SYM(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 1)
+    SYM(ModuleLoadData, "cuModuleLoadData", 1)
+    SYM(ModuleGetFunction, "cuModuleGetFunction", 1)
+    SYM(ModuleUnload, "cuModuleUnload", 1)
+    SYM(LaunchKernel, "cuLaunchKernel", 1)
+    SYM(FuncGetParamInfo, "cuFuncGetParamInfo", 0) /* CUDA 12.4 drivers and newer */
+    SYM(FuncGetParamCount, "cuFuncGetParamCount", 0)
+#undef SYM
+
+    TK_CU_CHECK(cuInit(0));
+    TK_CU_CHECK(cuDeviceGetCount(&ndevices));
+    if (ndevices > 0) {
+        devices = calloc((size_t)ndevices, sizeof(*devices));
+        if (!devices) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+            goto done;
+        }
+        for (int i = 0; i < ndevices; i++) {
+            pthread_mutex_init(&devices[i].lock, NULL);
+            devices[i].ordinal = i;
+        }
+    }
+done:
+    if (rc) {
+        /* the driver is there but unusable (cuInit fails without a GPU, or with a driver too
+         * old for the kernel module): say so with the driver's words */
+        snprintf(load_msg, sizeof(load_msg), "no CUDA driver: %s", tk_error_last());
+        load_rc = rc == TK_ENOMEM ? TK_ENOMEM : TK_EDEVICE;
+    }
+}
+
+int tk_cu_load(void)
+{
+    pthread_once(&load_once, load);
+    if (load_rc)
+        return tk_error_set(load_rc, "%s", load_msg);
+    return 0;
+}
+
+int tk_cuda_available(void)
+{
+    int rc = tk_cu_load();
+    if (rc)
+        return rc;
+    if (ndevices == 0) {
+        int version = 0;
+        cuDriverGetVersion(&version);
+        return tk_error_set(TK_EDEVICE, "no CUDA device: the CUDA driver (%d.%d) reports none",
+                            version / 1000, version % 1000 / 10);
+    }
+    return 0;
+}
+
+/* The shared state of GPU `ordinal`, set up at first use. */
+static int device_get(tk_cu_device **out, int ordinal)
+{
+    int rc = tk_cuda_available();
+    *out = NULL;
+    if (rc)
+        return rc;
+    if (ordinal < 0 || ordinal >= ndevices)
+        return tk_error_set(TK_EDEVICE, "device 'cuda:%d' does not exist (%d CUDA device%s)", ordinal,
+                            ndevices, ndevices == 1 ? "" : "s");
+    tk_cu_device *d = &devices[ordinal];
+    pthread_mutex_lock(&d->lock);
+    if (!d->ready) {
+        TK_CU_CHECK(cuDeviceGet(&d->dev, ordinal));
+        TK_CU_CHECK(cuDevicePrimaryCtxRetain(&d->pctx, d->dev));
+        /* held for the life of the process: modules, memory and library handles outlive contexts */
+        int sms = 0;
+        TK_CU_CHECK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
+        d->sm_count = sms > 0 ? sms : 1;
+        d->ready = 1;
+    }
+    *out = d;
+done:
+    if (rc && d->pctx && !d->ready) {
+        cuDevicePrimaryCtxRelease(d->dev);
+        d->pctx = NULL;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+int tk_cu_enter(tk_ctx *ctx, tk_cu_device **dev)
+{
+    int rc = 0;
+    char name[32];
+    if (!ctx || !ctx->cuda)
+        return tk_error_set(TK_EINVAL, "a CUDA operation needs a context on a CUDA device, got one on '%s'",
+                            ctx ? tk_device_name(ctx->device, name, sizeof(name)) : "(null)");
+    TK_CU_CHECK(cuCtxSetCurrent(ctx->cuda->dev->pctx));
+    *dev = ctx->cuda->dev;
+done:
+    return rc;
+}
+
+int tk_cuda_ctx_init(tk_ctx *ctx, int device)
+{
+    tk_cu_device *d;
+    tk_cuda_ctx *c = NULL;
+    int rc = device_get(&d, device);
+    if (rc)
+        return rc;
+    c = calloc(1, sizeof(*c));
+    if (!c)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    c->dev = d;
+    TK_CU_CHECK(cuCtxSetCurrent(d->pctx));
+    TK_CU_CHECK(cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING));
+    ctx->cuda = c;
+    c = NULL;
+done:
+    free(c);
+    return rc;
+}
+
+void tk_cuda_ctx_release(tk_ctx *ctx)
+{
+    if (!ctx || !ctx->cuda)
+        return;
+    /* work still queued completes first: cuStreamDestroy releases the stream afterwards */
+    if (tk_cu.CtxSetCurrent(ctx->cuda->dev->pctx) == CUDA_SUCCESS)
+        cuStreamDestroy(ctx->cuda->stream);
+    free(ctx->cuda);
+    ctx->cuda = NULL;
+}
+
+int tk_cuda_alloc(tk_ctx *ctx, void **ptr, size_t n)
+{
+    tk_cu_device *d;
+    CUdeviceptr p = 0;
+    int rc = tk_cu_enter(ctx, &d);
+    *ptr = NULL;
+    if (rc || n == 0)
+        return rc;
+    TK_CU_CHECK(cuMemAlloc(&p, n));
+    *ptr = (void *)(uintptr_t)p;
+done:
+    return rc;
+}
+
+void tk_cuda_free(tk_ctx *ctx, void *ptr)
+{
+    tk_cu_device *d;
+    if (!ptr || tk_cu_enter(ctx, &d))
+        return;
+    cuMemFree((CUdeviceptr)(uintptr_t)ptr);
+}
+
+static int check_device(tk_ctx *ctx, tk_device dev)
+{
+    char a[32], b[32];
+    if (dev.kind == TK_DEVICE_CUDA && dev.index != ctx->device.index)
+        return tk_error_set(TK_EINVAL, "memory on '%s' cannot be copied through a context on '%s'",
+                            tk_device_name(dev, a, sizeof(a)), tk_device_name(ctx->device, b, sizeof(b)));
+    return 0;
+}
+
+int tk_cuda_memcpy(tk_ctx *ctx, void *dst, tk_device dst_dev, const void *src, tk_device src_dev, size_t n)
+{
+    tk_cu_device *d;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc || (rc = check_device(ctx, dst_dev)) || (rc = check_device(ctx, src_dev)) || n == 0)
+        return rc;
+    CUstream s = ctx->cuda->stream;
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)dst, sp = (CUdeviceptr)(uintptr_t)src;
+    int dst_host = dst_dev.kind == TK_DEVICE_CPU, src_host = src_dev.kind == TK_DEVICE_CPU;
+    if (dst_host && src_host) {
+        memcpy(dst, src, n);
+    } else if (src_host) {
+        /* on the context's stream, after the work queued there, then waited for: the legacy
+         * synchronous copies run on the default stream, which our non-blocking stream ignores */
+        TK_CU_CHECK(cuMemcpyHtoDAsync(dp, src, n, s));
+        TK_CU_CHECK(cuStreamSynchronize(s));
+    } else if (dst_host) {
+        TK_CU_CHECK(cuMemcpyDtoHAsync(dst, sp, n, s));
+        TK_CU_CHECK(cuStreamSynchronize(s));
+    } else {
+        TK_CU_CHECK(cuMemcpyDtoDAsync(dp, sp, n, s));
+    }
+done:
+    return rc;
+}
+
+int tk_cuda_sync(tk_ctx *ctx)
+{
+    tk_cu_device *d;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuStreamSynchronize(ctx->cuda->stream));
+done:
+    return rc;
+}
+
+void *tk_cuda_stream(tk_ctx *ctx)
+{
+    return ctx && ctx->cuda ? (void *)ctx->cuda->stream : NULL;
+}
+
+int tk_cuda_sm_count_of(tk_ctx *ctx)
+{
+    return ctx && ctx->cuda ? ctx->cuda->dev->sm_count : 1;
+}
+
+#else /* built without the CUDA headers: every GPU request fails as on a machine without a driver */
+#include "rt_internal.h"
+
+static int no_cuda(void)
+{
+    return tk_error_set(TK_EDEVICE, "no CUDA driver: libtkrt was built without the CUDA toolkit's headers (cuda.h)");
+}
+
+int tk_cuda_available(void) { return no_cuda(); }
+int tk_cuda_ctx_init(tk_ctx *ctx, int device) { (void)ctx, (void)device; return no_cuda(); }
+void tk_cuda_ctx_release(tk_ctx *ctx) { (void)ctx; }
+int tk_cuda_alloc(tk_ctx *ctx, void **ptr, size_t n) { (void)ctx, (void)n; *ptr = NULL; return no_cuda(); }
+void tk_cuda_free(tk_ctx *ctx, void *ptr) { (void)ctx, (void)ptr; }
+int tk_cuda_memcpy(tk_ctx *ctx, void *dst, tk_device dst_dev, const void *src, tk_device src_dev, size_t n)
+{
+    (void)ctx, (void)dst, (void)dst_dev, (void)src, (void)src_dev, (void)n;
+    return no_cuda();
+}
+int tk_cuda_sync(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
+void *tk_cuda_stream(tk_ctx *ctx) { (void)ctx; return NULL; }
+int tk_cuda_sm_count_of(tk_ctx *ctx) { (void)ctx; return 1; }
+#endif

@@ -1,0 +1,134 @@
+/* The CUDA driver as libtkrt uses it (runtime/cuda.c): libcuda.so.1 opened with dlopen, its
+ * functions called under their own names through a table, the checking macro, and the state
+ * each GPU shares between the contexts on it. Included by runtime/ files only. */
+#ifndef TK_CUDA_DRIVER_H
+#define TK_CUDA_DRIVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+/* Types and constants only: nothing links libcuda. */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "map.h"
+#include "rt_internal.h"
+
+/* The driver entry points, resolved by dlsym under the ABI names of cuda.h (cuMemAlloc is
+ * cuMemAlloc_v2, ...). FuncGetParamInfo is NULL on drivers older than CUDA 12.4. */
+typedef struct tk_cu_api {
+    PFN_cuInit_v2000 Init;
+    PFN_cuDriverGetVersion_v2020 DriverGetVersion;
+    PFN_cuGetErrorName_v6000 GetErrorName;
+    PFN_cuGetErrorString_v6000 GetErrorString;
+    PFN_cuDeviceGet_v2000 DeviceGet;
+    PFN_cuDeviceGetCount_v2000 DeviceGetCount;
+    PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute;
+    PFN_cuDevicePrimaryCtxRetain_v7000 DevicePrimaryCtxRetain;
+    PFN_cuDevicePrimaryCtxRelease_v11000 DevicePrimaryCtxRelease;
+    PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
+    PFN_cuStreamCreate_v2000 StreamCreate;
+    PFN_cuStreamDestroy_v4000 StreamDestroy;
+    PFN_cuStreamSynchronize_v2000 StreamSynchronize;
+    PFN_cuMemAlloc_v3020 MemAlloc;
+    PFN_cuMemFree_v3020 MemFree;
+    PFN_cuMemcpyHtoDAsync_v3020 MemcpyHtoDAsync;
+    PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
+    PFN_cuMemcpyDtoDAsync_v3020 MemcpyDtoDAsync;
+    PFN_cuModuleLoadData_v2000 ModuleLoadData;
+    PFN_cuModuleGetFunction_v2000 ModuleGetFunction;
+    PFN_cuModuleUnload_v2000 ModuleUnload;
+    PFN_cuLaunchKernel_v4000 LaunchKernel;
+    PFN_cuFuncGetParamInfo_v12040 FuncGetParamInfo;
+    /* newer drivers only, not declared by CUDA 13.0's cuda.h: the parameter count without
+       probing past the last parameter (which sanitizers report as an API error) */
+    CUresult (*FuncGetParamCount)(CUfunction func, size_t *count);
+} tk_cu_api;
+
+/* Filled by tk_cu_load; read-only afterwards. */
+extern tk_cu_api tk_cu;
+
+/* Driver calls are written as in NVIDIA's documentation; cuda.h maps cuMemAlloc to
+ * cuMemAlloc_v2 and these map the ABI names to the table. */
+#define cuInit tk_cu.Init
+#define cuDriverGetVersion tk_cu.DriverGetVersion
+#define cuGetErrorName tk_cu.GetErrorName
+#define cuGetErrorString tk_cu.GetErrorString
+#define cuDeviceGet tk_cu.DeviceGet
+#define cuDeviceGetCount tk_cu.DeviceGetCount
+#define cuDeviceGetAttribute tk_cu.DeviceGetAttribute
+#define cuDevicePrimaryCtxRetain tk_cu.DevicePrimaryCtxRetain
+#define cuDevicePrimaryCtxRelease_v2 tk_cu.DevicePrimaryCtxRelease
+#define cuCtxSetCurrent tk_cu.CtxSetCurrent
+#define cuStreamCreate tk_cu.StreamCreate
+#define cuStreamDestroy_v2 tk_cu.StreamDestroy
+#define cuStreamSynchronize tk_cu.StreamSynchronize
+#define cuMemAlloc_v2 tk_cu.MemAlloc
+#define cuMemFree_v2 tk_cu.MemFree
+#define cuMemcpyHtoDAsync_v2 tk_cu.MemcpyHtoDAsync
+#define cuMemcpyDtoHAsync_v2 tk_cu.MemcpyDtoHAsync
+#define cuMemcpyDtoDAsync_v2 tk_cu.MemcpyDtoDAsync
+#define cuModuleLoadData tk_cu.ModuleLoadData
+#define cuModuleGetFunction tk_cu.ModuleGetFunction
+#define cuModuleUnload tk_cu.ModuleUnload
+#define cuLaunchKernel tk_cu.LaunchKernel
+#define cuFuncGetParamInfo tk_cu.FuncGetParamInfo
+
+/* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
+ * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */
+int tk_cu_load(void);
+
+/* Records "stmt failed at file:line: CUDA_ERROR_X: text" and returns TK_EDEVICE (TK_ENOMEM for
+ * CUDA_ERROR_OUT_OF_MEMORY). */
+int tk_cu_fail(CUresult r, const char *stmt, const char *file, int line);
+
+/* Every driver call goes through this macro (ggml's CU_CHECK, but returning): on failure it
+ * records the statement, file, line and the driver's error, sets the enclosing function's
+ * `int rc` and jumps to its `done:` label. */
+#define TK_CU_CHECK(call)                                                                  \
+    do {                                                                                   \
+        CUresult tk__cu_r = (call);                                                        \
+        if (tk__cu_r != CUDA_SUCCESS) {                                                    \
+            rc = tk_cu_fail(tk__cu_r, #call, __FILE__, __LINE__);                          \
+            goto done;                                                                     \
+        }                                                                                  \
+    } while (0)
+
+/* A module loaded from one registered fatbin on one device. */
+typedef struct tk_cu_module {
+    const tk_fatbin_node *node; /* the registration it came from */
+    const void *image;          /* node->image when it was loaded */
+    CUmodule module;            /* NULL when the fatbin has nothing this GPU can run */
+    int live;                   /* still registered (launch.c's bookkeeping) */
+    struct tk_cu_module *next;
+} tk_cu_module;
+
+/* What every context on one GPU shares. The primary context is retained once, at first use,
+ * and kept for the life of the process, so contexts come and go cheaply and device memory,
+ * modules and library handles stay valid across them. */
+typedef struct tk_cu_device {
+    pthread_mutex_t lock; /* guards everything below once ready */
+    int ready;
+    int ordinal;
+    CUdevice dev;
+    CUcontext pctx;
+    int sm_count;
+    /* launch.c: modules loaded on first need and the kernels found in them */
+    tk_cu_module *modules;
+    tk_map kernels;        /* kernel name -> tk_cu_kernel * (launch.c) */
+    unsigned fatbin_gen;   /* tk_fatbin_generation() when kernels was filled */
+    void *retired;         /* kernels forgotten after an unload, kept for launches in flight */
+    /* cublaslt.c */
+    void *cublaslt;        /* cublasLtHandle_t, created on first use */
+} tk_cu_device;
+
+struct tk_cuda_ctx {
+    tk_cu_device *dev;
+    CUstream stream; /* non-blocking: never waits on the legacy default stream */
+};
+
+/* ctx's device, with its primary context made current on the calling thread (driver calls
+ * act on the current context of the thread, and a context may move between threads). */
+int tk_cu_enter(tk_ctx *ctx, tk_cu_device **dev);
+
+#endif

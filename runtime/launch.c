@@ -1,0 +1,319 @@
+/* Kernel launches: kernels found by name in the registered fatbins (each loaded as a module on a
+ * device at first need), tk_wrap's boxed arguments checked against the kernel's parameters and
+ * unboxed into their exact C types, cuLaunchKernel on the context's stream. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef TK_HAVE_CUDA_HEADERS
+#include "cuda_driver.h"
+
+/* More than any kernel takes in practice; tk_wrap itself stops at 24. */
+#define TK_MAX_KERNEL_ARGS 256
+
+/* A kernel found on a device: its function and, where the driver can say, its parameter sizes. */
+typedef struct tk_cu_kernel {
+    char *name; /* the key of the device's map */
+    CUfunction fn;
+    int nparams; /* -1 when the driver cannot tell (before CUDA 12.4) */
+    size_t *param_size;
+    struct tk_cu_kernel *next_retired;
+} tk_cu_kernel;
+
+static void kernel_free(tk_cu_kernel *k)
+{
+    if (!k)
+        return;
+    free(k->name);
+    free(k->param_size);
+    free(k);
+}
+
+static int mark_live(const tk_fatbin_node *node, void *arg)
+{
+    for (tk_cu_module *m = arg; m; m = m->next)
+        if (m->node == node && m->image == node->image)
+            m->live = 1;
+    return 0;
+}
+
+/* After a fatbin was unregistered (its object unloaded): forget every kernel found so far, and
+ * unload the modules whose fatbin went away. Forgotten entries are retired, not freed: another
+ * thread may be launching through one it looked up just before. */
+static void forget_stale(tk_cu_device *d)
+{
+    unsigned gen = tk_fatbin_generation();
+    if (d->fatbin_gen == gen)
+        return;
+    for (size_t i = 0; i < d->kernels.cap; i++) {
+        if (d->kernels.keys[i]) {
+            tk_cu_kernel *k = d->kernels.vals[i];
+            k->next_retired = d->retired;
+            d->retired = k;
+        }
+    }
+    tk_map_release(&d->kernels);
+    for (tk_cu_module *m = d->modules; m; m = m->next)
+        m->live = 0;
+    tk_fatbin_foreach(mark_live, d->modules);
+    for (tk_cu_module **pm = &d->modules; *pm;) {
+        tk_cu_module *m = *pm;
+        if (m->live) {
+            pm = &m->next;
+            continue;
+        }
+        if (m->module)
+            cuModuleUnload(m->module);
+        *pm = m->next;
+        free(m);
+    }
+    d->fatbin_gen = gen;
+}
+
+typedef struct search {
+    tk_cu_device *dev;
+    const char *name;
+    CUfunction fn;
+    int rc;               /* a failure that stops the search (out of memory, a driver error) */
+    char load_error[512]; /* the first fatbin that could not be loaded on this device */
+} search;
+
+static int search_node(const tk_fatbin_node *node, void *arg)
+{
+    search *s = arg;
+    tk_cu_module *m;
+    for (m = s->dev->modules; m; m = m->next)
+        if (m->node == node && m->image == node->image)
+            break;
+    if (!m) {
+        m = calloc(1, sizeof(*m));
+        if (!m) {
+            s->rc = tk_error_set(TK_ENOMEM, "out of memory");
+            return 1;
+        }
+        m->node = node;
+        m->image = node->image;
+        m->next = s->dev->modules;
+        s->dev->modules = m;
+        CUresult r = cuModuleLoadData(&m->module, node->image);
+        if (r != CUDA_SUCCESS) {
+            /* typically no cubin and no PTX this GPU can use; remembered so that a kernel that
+             * is then not found says why, and not retried on every launch */
+            m->module = NULL;
+            if (!s->load_error[0]) {
+                tk_cu_fail(r, "cuModuleLoadData(image)", __FILE__, __LINE__);
+                snprintf(s->load_error, sizeof(s->load_error), "; fatbin '%s' could not be loaded: %s",
+                         node->name ? node->name : "?", tk_error_last());
+            }
+        }
+    }
+    if (!m->module)
+        return 0;
+    /* not through TK_CU_CHECK: CUDA_ERROR_NOT_FOUND is an answer here, not a failure */
+    CUresult r = cuModuleGetFunction(&s->fn, m->module, s->name);
+    if (r == CUDA_ERROR_NOT_FOUND)
+        return 0;
+    if (r != CUDA_SUCCESS)
+        s->rc = tk_cu_fail(r, "cuModuleGetFunction(&fn, module, name)", __FILE__, __LINE__);
+    return 1;
+}
+
+/* The parameter sizes of fn through cuFuncGetParamInfo, which answers CUDA_ERROR_INVALID_VALUE
+ * past the last parameter. */
+static int param_info(tk_cu_kernel *k)
+{
+    size_t sizes[TK_MAX_KERNEL_ARGS];
+    int n = 0;
+    k->nparams = -1;
+    if (!tk_cu.FuncGetParamInfo)
+        return 0;
+    size_t count = 0;
+    int limit = TK_MAX_KERNEL_ARGS;
+    if (tk_cu.FuncGetParamCount && tk_cu.FuncGetParamCount(k->fn, &count) == CUDA_SUCCESS) {
+        if (count >= TK_MAX_KERNEL_ARGS)
+            return 0;
+        limit = (int)count;
+    }
+    for (; n < limit; n++) {
+        size_t offset, size;
+        CUresult r = cuFuncGetParamInfo(k->fn, (size_t)n, &offset, &size);
+        if (r == CUDA_ERROR_INVALID_VALUE)
+            break;
+        if (r != CUDA_SUCCESS)
+            return 0; /* the driver cannot tell: launch unchecked */
+        sizes[n] = size;
+    }
+    if (n == TK_MAX_KERNEL_ARGS)
+        return 0;
+    k->param_size = malloc(sizeof(size_t) * (size_t)(n ? n : 1));
+    if (!k->param_size)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    memcpy(k->param_size, sizes, sizeof(size_t) * (size_t)n);
+    k->nparams = n;
+    return 0;
+}
+
+static int kernel_find(tk_cu_device *d, const char *name, tk_cu_kernel **out)
+{
+    int rc = 0;
+    tk_cu_kernel *k = NULL;
+    pthread_mutex_lock(&d->lock);
+    forget_stale(d);
+    *out = tk_map_get(&d->kernels, name);
+    if (*out)
+        goto done;
+    search s = {.dev = d, .name = name};
+    int found = tk_fatbin_foreach(search_node, &s);
+    if (found < 0) {
+        rc = found;
+        goto done;
+    }
+    if (!found) {
+        rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' is not in any loaded fatbin (built with tk_add_kernels?)%s",
+                          name, s.load_error);
+        goto done;
+    }
+    if ((rc = s.rc))
+        goto done;
+    k = calloc(1, sizeof(*k));
+    if (!k || !(k->name = strdup(name))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    k->fn = s.fn;
+    if ((rc = param_info(k)) || (rc = tk_map_put(&d->kernels, k->name, k)))
+        goto done;
+    *out = k;
+    k = NULL;
+done:
+    kernel_free(k);
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+/* "a 4-byte integer", for messages about an argument of the given kind and size. */
+static const char *describe(const tk_arg *a, char *buf, size_t n)
+{
+    switch (a->kind) {
+    case TK_ARG_TENSOR:
+        snprintf(buf, n, "a tensor (a %u-byte device pointer)", a->size);
+        break;
+    case TK_ARG_INT:
+        snprintf(buf, n, "a %u-byte integer", a->size);
+        break;
+    case TK_ARG_UINT:
+        snprintf(buf, n, "a %u-byte unsigned integer", a->size);
+        break;
+    case TK_ARG_FLOAT:
+        snprintf(buf, n, "%s", a->size == 4 ? "a float" : a->size == 8 ? "a double" : "a floating-point value");
+        break;
+    default:
+        snprintf(buf, n, "a %u-byte pointer", a->size);
+        break;
+    }
+    return buf;
+}
+
+/* Writes the argument in its exact C type into slot (8-byte aligned, 8 bytes). */
+static int unbox(tk_ctx *ctx, const char *kname, int i, const tk_arg *a, uint64_t *slot)
+{
+    char what[64], dev[32], want[32];
+    switch (a->kind) {
+    case TK_ARG_TENSOR: {
+        const tk_tensor *t = a->v.tensor;
+        if (t && (t->device.kind != TK_DEVICE_CUDA || t->device.index != ctx->device.index))
+            return tk_error_set(TK_EINVAL, "argument %d of kernel '%s' is a tensor on %s, expected %s", i + 1, kname,
+                                tk_device_name(t->device, dev, sizeof(dev)),
+                                tk_device_name(ctx->device, want, sizeof(want)));
+        CUdeviceptr p = t ? (CUdeviceptr)(uintptr_t)t->data : 0;
+        if (a->size != sizeof(p))
+            break;
+        memcpy(slot, &p, sizeof(p));
+        return 0;
+    }
+    case TK_ARG_INT:
+    case TK_ARG_UINT: {
+        /* two's complement: the low bytes of the 64-bit value are the value in the smaller type */
+        uint64_t bits = a->kind == TK_ARG_INT ? (uint64_t)a->v.i : a->v.u;
+        if (a->size == 1) {
+            uint8_t v = (uint8_t)bits;
+            memcpy(slot, &v, 1);
+        } else if (a->size == 2) {
+            uint16_t v = (uint16_t)bits;
+            memcpy(slot, &v, 2);
+        } else if (a->size == 4) {
+            uint32_t v = (uint32_t)bits;
+            memcpy(slot, &v, 4);
+        } else if (a->size == 8) {
+            memcpy(slot, &bits, 8);
+        } else {
+            break;
+        }
+        return 0;
+    }
+    case TK_ARG_FLOAT:
+        if (a->size == 4) {
+            float v = (float)a->v.f;
+            memcpy(slot, &v, 4);
+        } else if (a->size == 8) {
+            double v = a->v.f;
+            memcpy(slot, &v, 8);
+        } else {
+            break;
+        }
+        return 0;
+    case TK_ARG_PTR:
+        if (a->size != sizeof(a->v.ptr))
+            break;
+        memcpy(slot, &a->v.ptr, sizeof(a->v.ptr));
+        return 0;
+    }
+    return tk_error_set(TK_EINVAL, "argument %d of kernel '%s' is %s, which tk_wrap cannot pass", i + 1, kname,
+                        describe(a, what, sizeof(what)));
+}
+
+int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)
+{
+    tk_cu_device *d;
+    tk_cu_kernel *k;
+    char what[64];
+    uint64_t slots[TK_MAX_KERNEL_ARGS];
+    void *params[TK_MAX_KERNEL_ARGS];
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    if (nargs < 0 || nargs > TK_MAX_KERNEL_ARGS || (nargs && !args))
+        return tk_error_set(TK_EINVAL, "kernel '%s' launched with %d arguments (at most %d)", kernel->name, nargs,
+                            TK_MAX_KERNEL_ARGS);
+    if ((rc = kernel_find(d, kernel->name, &k)))
+        return rc;
+    if (k->nparams >= 0 && k->nparams != nargs)
+        return tk_error_set(TK_EINVAL, "kernel '%s' takes %d parameter%s, tk_wrap passed %d", kernel->name,
+                            k->nparams, k->nparams == 1 ? "" : "s", nargs);
+    for (int i = 0; i < nargs; i++) {
+        if (k->nparams >= 0 && k->param_size[i] != args[i].size)
+            return tk_error_set(TK_EINVAL, "kernel '%s' parameter %d takes %zu bytes, tk_wrap passed %s", kernel->name,
+                                i + 1, k->param_size[i], describe(&args[i], what, sizeof(what)));
+        slots[i] = 0;
+        if ((rc = unbox(ctx, kernel->name, i, &args[i], &slots[i])))
+            return rc;
+        params[i] = &slots[i];
+    }
+    TK_CU_CHECK(cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0, ctx->cuda->stream,
+                               nargs ? params : NULL, NULL));
+done:
+    return rc;
+}
+
+#else /* built without the CUDA headers (runtime/cuda.c says so at context creation) */
+#include "rt_internal.h"
+
+int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)
+{
+    (void)ctx, (void)grid, (void)block, (void)nargs, (void)args;
+    return tk_error_set(TK_EDEVICE, "no CUDA driver: kernel '%s' cannot launch, libtkrt was built without the CUDA "
+                                    "toolkit's headers", kernel->name);
+}
+#endif

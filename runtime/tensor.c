@@ -1,0 +1,263 @@
+/* Dtypes, devices and tensors: contiguous row-major storage on the CPU (64-byte aligned) or on a
+ * GPU (through the context's device), owned or borrowed. */
+#define _POSIX_C_SOURCE 200809L
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rt_internal.h"
+
+/* Host tensors start on a cache line, and on the alignment AVX-512 loads like. */
+#define TK_HOST_ALIGN 64
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
+    [TK_F32] = {"f32", 4}, [TK_F16] = {"f16", 2}, [TK_BF16] = {"bf16", 2}, [TK_I32] = {"i32", 4}, [TK_I64] = {"i64", 8},
+};
+#define NDTYPES (sizeof(dtypes) / sizeof(dtypes[0]))
+
+size_t tk_dtype_size(tk_dtype dtype)
+{
+    return (unsigned)dtype < NDTYPES ? dtypes[dtype].size : 0;
+}
+
+const char *tk_dtype_name(tk_dtype dtype)
+{
+    return (unsigned)dtype < NDTYPES ? dtypes[dtype].name : "unknown";
+}
+
+int tk_dtype_parse(tk_dtype *out, const char *name)
+{
+    for (size_t i = 0; name && i < NDTYPES; i++) {
+        if (strcmp(name, dtypes[i].name) == 0) {
+            *out = (tk_dtype)i;
+            return 0;
+        }
+    }
+    return tk_error_set(TK_EINVAL, "unknown dtype '%s' (expected f32, f16, bf16, i32 or i64)", name ? name : "");
+}
+
+int tk_device_parse(tk_device *out, const char *text)
+{
+    if (text && strcmp(text, "cpu") == 0) {
+        *out = (tk_device){TK_DEVICE_CPU, 0};
+        return 0;
+    }
+    if (text && strcmp(text, "cuda") == 0) {
+        *out = (tk_device){TK_DEVICE_CUDA, 0};
+        return 0;
+    }
+    if (text && strncmp(text, "cuda:", 5) == 0 && text[5] >= '0' && text[5] <= '9') {
+        long index = 0;
+        const char *p = text + 5;
+        for (; *p >= '0' && *p <= '9' && index <= INT_MAX; p++)
+            index = index * 10 + (*p - '0');
+        if (!*p && index <= INT_MAX) {
+            *out = (tk_device){TK_DEVICE_CUDA, (int)index};
+            return 0;
+        }
+    }
+    return tk_error_set(TK_EINVAL, "unknown device '%s' (expected cpu, cuda or cuda:N)", text ? text : "");
+}
+
+const char *tk_device_name(tk_device dev, char *buf, size_t n)
+{
+    if (dev.kind == TK_DEVICE_CPU)
+        snprintf(buf, n, "cpu");
+    else
+        snprintf(buf, n, "cuda:%d", dev.index);
+    return buf;
+}
+
+static int same_device(tk_device a, tk_device b)
+{
+    return a.kind == b.kind && (a.kind == TK_DEVICE_CPU || a.index == b.index);
+}
+
+/* "[2, 3]" into buf, for messages. */
+static const char *shape_str(int rank, const int64_t *shape, char *buf, size_t n)
+{
+    size_t len = 0;
+    len += (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < rank && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+    return buf;
+}
+
+/* Checks dtype, rank and shape, and computes the byte count without overflow. */
+static int check_layout(size_t *nbytes, tk_dtype dtype, int rank, const int64_t *shape)
+{
+    char s[256];
+    size_t esize = tk_dtype_size(dtype);
+    if (!esize)
+        return tk_error_set(TK_EINVAL, "unknown dtype %d", (int)dtype);
+    if (rank < 0 || rank > TK_MAX_DIMS)
+        return tk_error_set(TK_EINVAL, "tensor rank %d is outside [0, %d]", rank, TK_MAX_DIMS);
+    if (rank > 0 && !shape)
+        return tk_error_set(TK_EINVAL, "a rank-%d tensor needs a shape", rank);
+    uint64_t numel = 1;
+    int overflow = 0;
+    for (int i = 0; i < rank; i++) {
+        if (shape[i] < 0)
+            return tk_error_set(TK_EINVAL, "tensor dim %d is %lld in shape %s (dims must be >= 0)", i,
+                                (long long)shape[i], shape_str(rank, shape, s, sizeof(s)));
+        if (shape[i] && numel > (uint64_t)INT64_MAX / (uint64_t)shape[i])
+            overflow = 1; /* keep going: a 0 dim later still makes it empty */
+        numel *= (uint64_t)shape[i];
+    }
+    for (int i = 0; i < rank; i++)
+        if (shape[i] == 0)
+            overflow = 0, numel = 0;
+    if (overflow || numel > (uint64_t)PTRDIFF_MAX / esize)
+        return tk_error_set(TK_EINVAL, "tensor %s %s is too large (its byte count overflows)",
+                            shape_str(rank, shape, s, sizeof(s)), tk_dtype_name(dtype));
+    *nbytes = (size_t)numel * esize;
+    return 0;
+}
+
+static tk_tensor *tensor_alloc(tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, size_t nbytes)
+{
+    tk_tensor *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->dtype = dtype;
+    t->rank = rank;
+    t->device = dev.kind == TK_DEVICE_CPU ? (tk_device){TK_DEVICE_CPU, 0} : dev;
+    t->nbytes = nbytes;
+    /* unsigned: an empty tensor's other dims may multiply past INT64_MAX (its strides are unused) */
+    uint64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->strides[i] = (int64_t)stride;
+        stride *= shape[i] ? (uint64_t)shape[i] : 1u;
+    }
+    return t;
+}
+
+int tk_tensor_new(tk_tensor **out, tk_ctx *ctx, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape)
+{
+    char a[32], b[32];
+    size_t nbytes;
+    tk_tensor *t = NULL;
+    int rc;
+    *out = NULL;
+    if ((rc = check_layout(&nbytes, dtype, rank, shape)))
+        return rc;
+    if (dev.kind == TK_DEVICE_CUDA && (!ctx || !same_device(ctx->device, dev)))
+        return tk_error_set(TK_EINVAL, "a tensor on '%s' needs a context on '%s', got %s%s%s",
+                            tk_device_name(dev, a, sizeof(a)), a, ctx ? "one on '" : "none",
+                            ctx ? tk_device_name(ctx->device, b, sizeof(b)) : "", ctx ? "'" : "");
+    if (dev.kind != TK_DEVICE_CPU && dev.kind != TK_DEVICE_CUDA)
+        return tk_error_set(TK_EINVAL, "unknown device kind %d", (int)dev.kind);
+    if (!(t = tensor_alloc(dev, dtype, rank, shape, nbytes)))
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    t->owned = 1;
+    if (dev.kind == TK_DEVICE_CPU) {
+        /* aligned_alloc wants a multiple of the alignment; an empty tensor still gets a pointer */
+        size_t rounded = nbytes ? (nbytes + TK_HOST_ALIGN - 1) / TK_HOST_ALIGN * TK_HOST_ALIGN : TK_HOST_ALIGN;
+        if (rounded < nbytes || !(t->data = aligned_alloc(TK_HOST_ALIGN, rounded))) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory allocating %zu bytes for a tensor", nbytes);
+            goto done;
+        }
+    } else {
+        t->owner = ctx;
+        if ((rc = tk_cuda_alloc(ctx, &t->data, nbytes)))
+            goto done;
+    }
+    *out = t;
+    t = NULL;
+done:
+    tk_tensor_free(t);
+    return rc;
+}
+
+int tk_tensor_wrap(tk_tensor **out, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data)
+{
+    size_t nbytes;
+    int rc;
+    *out = NULL;
+    if ((rc = check_layout(&nbytes, dtype, rank, shape)))
+        return rc;
+    if (dev.kind != TK_DEVICE_CPU && dev.kind != TK_DEVICE_CUDA)
+        return tk_error_set(TK_EINVAL, "unknown device kind %d", (int)dev.kind);
+    if (!data && nbytes)
+        return tk_error_set(TK_EINVAL, "tk_tensor_wrap of a %zu-byte tensor over a NULL pointer", nbytes);
+    tk_tensor *t = tensor_alloc(dev, dtype, rank, shape, nbytes);
+    if (!t)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    t->data = data;
+    *out = t;
+    return 0;
+}
+
+void tk_tensor_free(tk_tensor *t)
+{
+    if (!t)
+        return;
+    if (t->owned && t->data) {
+        if (t->device.kind == TK_DEVICE_CPU)
+            free(t->data);
+        else
+            tk_cuda_free(t->owner, t->data);
+    }
+    free(t);
+}
+
+int64_t tk_numel(const tk_tensor *t)
+{
+    if (!t)
+        return 0;
+    int64_t n = 1;
+    for (int i = 0; i < t->rank; i++)
+        if (t->shape[i] == 0)
+            return 0; /* before the product: the other dims of an empty tensor may overflow it */
+    for (int i = 0; i < t->rank; i++)
+        n *= t->shape[i];
+    return n;
+}
+
+tk_dtype tk_tensor_dtype(const tk_tensor *t) { return t->dtype; }
+int tk_tensor_rank(const tk_tensor *t) { return t ? t->rank : 0; }
+void *tk_tensor_data(const tk_tensor *t) { return t ? t->data : NULL; }
+tk_device tk_tensor_device(const tk_tensor *t) { return t->device; }
+const int64_t *tk_tensor_shape(const tk_tensor *t) { return t ? t->shape : NULL; }
+size_t tk_tensor_nbytes(const tk_tensor *t) { return t ? t->nbytes : 0; }
+
+int64_t tk_tensor_dim(const tk_tensor *t, int i)
+{
+    if (!t)
+        return -1;
+    int j = i < 0 ? i + t->rank : i;
+    if (j < 0 || j >= t->rank) {
+        tk_error_set(TK_EINVAL, "dim %d is out of range for a rank-%d tensor", i, t->rank);
+        return -1;
+    }
+    return t->shape[j];
+}
+
+int tk_tensor_copy(tk_ctx *ctx, tk_tensor *dst, const tk_tensor *src)
+{
+    char a[256], b[256], d1[32], d2[32];
+    if (!dst || !src)
+        return tk_error_set(TK_EINVAL, "tk_tensor_copy: %s tensor is NULL", dst ? "the source" : "the destination");
+    if (dst->dtype != src->dtype || tk_numel(dst) != tk_numel(src))
+        return tk_error_set(TK_EINVAL, "cannot copy a %s %s tensor into a %s %s one",
+                            shape_str(src->rank, src->shape, a, sizeof(a)), tk_dtype_name(src->dtype),
+                            shape_str(dst->rank, dst->shape, b, sizeof(b)), tk_dtype_name(dst->dtype));
+    if (dst->device.kind == TK_DEVICE_CPU && src->device.kind == TK_DEVICE_CPU) {
+        if (src->nbytes)
+            memmove(dst->data, src->data, src->nbytes);
+        return 0;
+    }
+    if (!ctx || ctx->device.kind != TK_DEVICE_CUDA)
+        return tk_error_set(TK_EINVAL, "copying a tensor from '%s' to '%s' needs a context on a CUDA device, got %s",
+                            tk_device_name(src->device, d1, sizeof(d1)), tk_device_name(dst->device, d2, sizeof(d2)),
+                            ctx ? "one on 'cpu'" : "none");
+    return tk_cuda_memcpy(ctx, dst->data, dst->device, src->data, src->device, src->nbytes);
+}

@@ -1,0 +1,462 @@
+/* The built-in kernels' CPU side, without a GPU: tk/half.h's f16/bf16 conversions, the CPU
+ * references of tk::add, tk::mul, tk::sin, tk::cos, tk::silu, tk::gelu and tk::linear against
+ * hand-computed values (run as the ops' CPU fallbacks through the registry), and the ops' meta
+ * functions: output shapes and their one-line errors. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <tk/half.h>
+#include <tk/op.h>
+#include <tk/ops.h>
+#include <tk/runtime.h>
+
+#define tk_assert_ok(expr)                                                                 \
+    do {                                                                                   \
+        int tk__rc = (expr);                                                               \
+        if (tk__rc != 0)                                                                   \
+            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
+    } while (0)
+
+/* expr fails with code, and the message is exactly text. */
+#define tk_assert_error(expr, code, text)                                                  \
+    do {                                                                                   \
+        int tk__rc = (expr);                                                               \
+        if (tk__rc != (code))                                                              \
+            fail_msg("%s returned %d (expected %d): %s", #expr, tk__rc, (code), tk_error_last()); \
+        if (strcmp(tk_error_last(), (text)) != 0)                                          \
+            fail_msg("%s: error is\n  '%s'\nexpected\n  '%s'", #expr, tk_error_last(), (text)); \
+    } while (0)
+
+static const tk_device CPU = {TK_DEVICE_CPU, 0};
+
+static uint32_t bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* --- tk/half.h ----------------------------------------------------------------------------- */
+
+static void half__every_bf16_and_f16_survives_a_round_trip_through_float(void **state)
+{
+    (void)state;
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint16_t h = (uint16_t)i;
+        float b = tk_bf16_to_f32(h), f = tk_f16_to_f32(h);
+        if (isnan(b))
+            assert_true(isnan(tk_bf16_to_f32(tk_f32_to_bf16(b))));
+        else if (tk_f32_to_bf16(b) != h)
+            fail_msg("bf16 0x%04x -> %g -> 0x%04x", (unsigned)h, b, (unsigned)tk_f32_to_bf16(b));
+        if (isnan(f))
+            assert_true(isnan(tk_f16_to_f32(tk_f32_to_f16(f))));
+        else if (tk_f32_to_f16(f) != h)
+            fail_msg("f16 0x%04x -> %g -> 0x%04x", (unsigned)h, f, (unsigned)tk_f32_to_f16(f));
+    }
+}
+
+static void half__widening_gives_the_exact_values(void **state)
+{
+    (void)state;
+    assert_true(tk_bf16_to_f32(0x3f80) == 1.0f);
+    assert_true(tk_bf16_to_f32(0xc040) == -3.0f);
+    assert_true(tk_bf16_to_f32(0x3f3b) == 0.73046875f);
+    assert_true(tk_f16_to_f32(0x3c00) == 1.0f);
+    assert_true(tk_f16_to_f32(0xc200) == -3.0f);
+    assert_true(tk_f16_to_f32(0x7bff) == 65504.0f);
+    assert_true(tk_f16_to_f32(0x0400) == ldexpf(1.0f, -14));   /* smallest normal */
+    assert_true(tk_f16_to_f32(0x0001) == ldexpf(1.0f, -24));   /* smallest subnormal */
+    assert_true(tk_f16_to_f32(0x03ff) == 1023.0f * ldexpf(1.0f, -24));
+    assert_true(tk_f16_to_f32(0x3555) == 0.333251953125f);
+    assert_true(isinf(tk_f16_to_f32(0x7c00)) && tk_f16_to_f32(0x7c00) > 0);
+    assert_true(isinf(tk_f16_to_f32(0xfc00)) && tk_f16_to_f32(0xfc00) < 0);
+    assert_true(isnan(tk_f16_to_f32(0x7e00)));
+    assert_int_equal(bits(tk_f16_to_f32(0x8000)), 0x80000000u); /* -0 */
+}
+
+static void half__bf16_rounds_to_nearest_even(void **state)
+{
+    (void)state;
+    /* bf16 has 7 stored mantissa bits: near 1 its spacing is 2^-7 */
+    assert_int_equal(tk_f32_to_bf16(1.0f), 0x3f80);
+    assert_int_equal(tk_f32_to_bf16(1.0f + ldexpf(1, -8)), 0x3f80);                   /* tie -> even (down) */
+    assert_int_equal(tk_f32_to_bf16(1.0f + 3 * ldexpf(1, -8)), 0x3f82);               /* tie -> even (up) */
+    assert_int_equal(tk_f32_to_bf16(1.0f + ldexpf(1, -8) + ldexpf(1, -20)), 0x3f81);  /* above the tie */
+    assert_int_equal(tk_f32_to_bf16(1.0f + ldexpf(1, -8) - ldexpf(1, -20)), 0x3f80);  /* below the tie */
+    assert_int_equal(tk_f32_to_bf16(-1.0f - 3 * ldexpf(1, -8)), 0xbf82);
+    assert_int_equal(tk_f32_to_bf16(0.7310585786f), 0x3f3b);
+    assert_int_equal(tk_f32_to_bf16(FLT_MAX), 0x7f80);                                 /* rounds up to inf */
+    assert_int_equal(tk_f32_to_bf16(-INFINITY), 0xff80);
+    assert_int_equal(tk_f32_to_bf16(-0.0f), 0x8000);
+    assert_int_equal(tk_f32_to_bf16(from_bits(0x00000001u)), 0x0000);                 /* tiny -> 0 */
+    /* a NaN whose payload sits in the low bits must not truncate to infinity */
+    assert_true(isnan(tk_bf16_to_f32(tk_f32_to_bf16(from_bits(0x7f800001u)))));
+    assert_true(isnan(tk_bf16_to_f32(tk_f32_to_bf16(from_bits(0xff800001u)))));
+    assert_int_equal(tk_f32_to_bf16(from_bits(0xff800001u)) & 0x8000, 0x8000);
+}
+
+static void half__f16_rounds_to_nearest_even_with_subnormals_and_overflow(void **state)
+{
+    (void)state;
+    /* f16 has 10 stored mantissa bits: near 1 its spacing is 2^-10 */
+    assert_int_equal(tk_f32_to_f16(1.0f + ldexpf(1, -11)), 0x3c00);                   /* tie -> even (down) */
+    assert_int_equal(tk_f32_to_f16(1.0f + 3 * ldexpf(1, -11)), 0x3c02);               /* tie -> even (up) */
+    assert_int_equal(tk_f32_to_f16(1.0f + ldexpf(1, -11) + ldexpf(1, -20)), 0x3c01);
+    assert_int_equal(tk_f32_to_f16(0.1f), 0x2e66);
+    assert_int_equal(tk_f32_to_f16(-2.0f), 0xc000);
+    assert_int_equal(tk_f32_to_f16(65504.0f), 0x7bff);
+    assert_int_equal(tk_f32_to_f16(65519.99f), 0x7bff);                               /* below the tie */
+    assert_int_equal(tk_f32_to_f16(65520.0f), 0x7c00);                                /* tie -> inf */
+    assert_int_equal(tk_f32_to_f16(1e9f), 0x7c00);
+    assert_int_equal(tk_f32_to_f16(-1e9f), 0xfc00);
+    assert_int_equal(tk_f32_to_f16(ldexpf(1, -14)), 0x0400);                           /* smallest normal */
+    assert_int_equal(tk_f32_to_f16(ldexpf(1, -14) - ldexpf(1, -25)), 0x0400);         /* rounds up into it */
+    assert_int_equal(tk_f32_to_f16(ldexpf(1, -24)), 0x0001);                           /* smallest subnormal */
+    assert_int_equal(tk_f32_to_f16(ldexpf(1, -25)), 0x0000);                           /* tie -> even 0 */
+    assert_int_equal(tk_f32_to_f16(1.5f * ldexpf(1, -25)), 0x0001);
+    assert_int_equal(tk_f32_to_f16(3.0f * ldexpf(1, -25)), 0x0002);                    /* 1.5 ulp: tie -> 2 */
+    assert_int_equal(tk_f32_to_f16(5.0f * ldexpf(1, -25)), 0x0002);                    /* 2.5 ulp: tie -> 2 */
+    assert_int_equal(tk_f32_to_f16(-ldexpf(1, -30)), 0x8000);                          /* -0 */
+    assert_int_equal(tk_f32_to_f16(INFINITY), 0x7c00);
+    uint16_t nan = tk_f32_to_f16(from_bits(0x7f800001u));
+    assert_true((nan & 0x7c00) == 0x7c00 && (nan & 0x03ff) != 0);
+}
+
+/* --- the CPU references, through the ops' CPU fallbacks ------------------------------------ */
+
+static int setup_cpu(void **state)
+{
+    tk_ctx *ctx;
+    if (tk_ctx_new(&ctx, CPU) != 0)
+        return -1;
+    *state = ctx;
+    return 0;
+}
+
+static int teardown_cpu(void **state)
+{
+    tk_ctx_free(*state);
+    return 0;
+}
+
+/* A CPU tensor of dtype holding vals (rounded to nearest even for 16-bit dtypes). */
+static tk_tensor *tensor_of(tk_dtype dtype, int rank, const int64_t *shape, const float *vals)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, CPU, dtype, rank, shape));
+    for (int64_t i = 0; i < tk_numel(t); i++) {
+        if (dtype == TK_F32)
+            ((float *)tk_tensor_data(t))[i] = vals[i];
+        else if (dtype == TK_F16)
+            ((uint16_t *)tk_tensor_data(t))[i] = tk_f32_to_f16(vals[i]);
+        else
+            ((uint16_t *)tk_tensor_data(t))[i] = tk_f32_to_bf16(vals[i]);
+    }
+    return t;
+}
+
+static float value_at(const tk_tensor *t, int64_t i)
+{
+    switch (tk_tensor_dtype(t)) {
+    case TK_F16: return tk_f16_to_f32(((const uint16_t *)tk_tensor_data(t))[i]);
+    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)tk_tensor_data(t))[i]);
+    default: return ((const float *)tk_tensor_data(t))[i];
+    }
+}
+
+static void assert_near(float got, double want, double rtol, const char *what, int64_t i)
+{
+    if (!(fabs((double)got - want) <= rtol * fabs(want) + 1e-30))
+        fail_msg("%s[%lld] is %.9g, expected %.9g (rtol %g)", what, (long long)i, got, want, rtol);
+}
+
+static void ref__unary_ops_match_hand_computed_values(void **state)
+{
+    tk_ctx *ctx = *state;
+    const float x[] = {1.0f, -1.0f, 0.0f, 2.0f, -2.0f, 0.5f};
+    const int64_t n = 6;
+    /* silu(x) = x / (1 + e^-x); gelu(x) = 0.5 x (1 + tanh(0.7978845608 (x + 0.044715 x^3))) */
+    const double silu[] = {0.7310585786300049, -0.2689414213699951, 0.0, 1.7615941559557650,
+                           -0.2384058440442351, 0.3112296656009273};
+    const double gelu[] = {0.8411919906082768, -0.1588080093917232, 0.0, 1.9545976940871754,
+                           -0.0454023059128246, 0.3457140306300049};
+    tk_tensor *t = tensor_of(TK_F32, 1, &n, x);
+    tk_tensor *ys = tk_silu(ctx, t), *yg = tk_gelu(ctx, t), *yn = tk_sin(ctx, t), *yc = tk_cos(ctx, t);
+    assert_non_null(ys);
+    assert_non_null(yg);
+    assert_non_null(yn);
+    assert_non_null(yc);
+    for (int64_t i = 0; i < n; i++) {
+        assert_near(value_at(ys, i), silu[i], 1e-6, "silu", i);
+        assert_near(value_at(yg, i), gelu[i], 1e-6, "gelu", i);
+        assert_near(value_at(yn, i), sin((double)x[i]), 1e-6, "sin", i);
+        assert_near(value_at(yc, i), cos((double)x[i]), 1e-6, "cos", i);
+    }
+    tk_tensor *free_list[] = {t, ys, yg, yn, yc};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
+static void ref__binary_ops_add_and_multiply_elementwise(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t shape[] = {2, 3};
+    const float a[] = {1.5f, -2.0f, 3.25f, 0.0f, 1e-3f, -7.0f};
+    const float b[] = {0.5f, 4.0f, -1.0f, 9.0f, 1e3f, -0.125f};
+    const float sum[] = {2.0f, 2.0f, 2.25f, 9.0f, 1000.001f, -7.125f};
+    const float prod[] = {0.75f, -8.0f, -3.25f, 0.0f, 1.0f, 0.875f};
+    tk_tensor *ta = tensor_of(TK_F32, 2, shape, a), *tb = tensor_of(TK_F32, 2, shape, b);
+    tk_tensor *s = tk_add(ctx, ta, tb), *p = tk_mul(ctx, ta, tb);
+    assert_non_null(s);
+    assert_non_null(p);
+    assert_int_equal(tk_tensor_rank(s), 2);
+    assert_int_equal(tk_tensor_dim(s, 0), 2);
+    assert_int_equal(tk_tensor_dim(s, 1), 3);
+    for (int64_t i = 0; i < 6; i++) {
+        assert_near(value_at(s, i), sum[i], 1e-7, "add", i);
+        assert_near(value_at(p, i), prod[i], 1e-6, "mul", i);
+    }
+    tk_tensor_free(ta);
+    tk_tensor_free(tb);
+    tk_tensor_free(s);
+    tk_tensor_free(p);
+}
+
+/* 16-bit inputs are widened exactly, the math is float, the result rounded to nearest even. */
+static void ref__f16_and_bf16_compute_in_float_and_round_once(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t n = 3;
+    const float x[] = {1.0f, -2.0f, 0.5f};
+    tk_tensor *xb = tensor_of(TK_BF16, 1, &n, x), *xh = tensor_of(TK_F16, 1, &n, x);
+    tk_tensor *yb = tk_silu(ctx, xb), *yh = tk_silu(ctx, xh), *zb = tk_add(ctx, xb, xb);
+    assert_non_null(yb);
+    assert_non_null(yh);
+    assert_non_null(zb);
+    assert_int_equal(tk_tensor_dtype(yb), TK_BF16);
+    assert_int_equal(tk_tensor_dtype(yh), TK_F16);
+    const uint16_t *b = tk_tensor_data(yb), *h = tk_tensor_data(yh), *z = tk_tensor_data(zb);
+    assert_int_equal(b[0], 0x3f3b); /* silu(1) = 0.7310586 -> bf16 0.73046875 */
+    assert_int_equal(h[0], 0x39d9); /* -> f16 0.73095703 */
+    assert_int_equal(b[1], tk_f32_to_bf16(-0.23840584f));
+    assert_int_equal(h[1], tk_f32_to_f16(-0.23840584f));
+    assert_int_equal(b[2], tk_f32_to_bf16(0.31122967f));
+    assert_int_equal(z[0], 0x4000); /* 1 + 1 */
+    assert_int_equal(z[1], 0xc080); /* -2 + -2 */
+    tk_tensor *free_list[] = {xb, xh, yb, yh, zb};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
+/* The reference evaluates the tanh form as x * sigmoid(2u); in double precision the two agree,
+ * including below x = -3 where float's 1 + tanh(u) would cancel. */
+static void ref__gelu_matches_the_tanh_form_evaluated_in_double(void **state)
+{
+    tk_ctx *ctx = *state;
+    enum { N = 241 };
+    const int64_t n = N;
+    float x[N];
+    for (int i = 0; i < N; i++)
+        x[i] = -6.0f + 0.05f * (float)i;
+    tk_tensor *t = tensor_of(TK_F32, 1, &n, x), *y = tk_gelu(ctx, t);
+    assert_non_null(y);
+    for (int i = 0; i < N; i++) {
+        double xd = x[i], u = 0.7978845608028654 * (xd + 0.044715 * xd * xd * xd);
+        assert_near(value_at(y, i), 0.5 * xd * (1.0 + tanh(u)), 2e-6, "gelu", i);
+    }
+    tk_tensor_free(t);
+    tk_tensor_free(y);
+}
+
+static void ref__linear_matches_a_hand_computed_2x3_example(void **state)
+{
+    tk_ctx *ctx = *state;
+    /* x [2, 3], W [2, 3] (out 2, in 3), b [2]:
+     * y[0] = (1*1 + 2*0 + 3*-1) + 1 = -1,  (1*.5 + 2*.5 + 3*.5) - 1 = 2
+     * y[1] = (4*1 + 5*0 + 6*-1) + 1 = -1,  (4*.5 + 5*.5 + 6*.5) - 1 = 6.5 */
+    const int64_t xs[] = {2, 3}, ws[] = {2, 3}, bs[] = {2};
+    const float x[] = {1, 2, 3, 4, 5, 6}, w[] = {1, 0, -1, 0.5f, 0.5f, 0.5f}, b[] = {1, -1};
+    const float want[] = {-1, 2, -1, 6.5f};
+    const tk_dtype dtypes[] = {TK_F32, TK_F16, TK_BF16};
+    for (size_t d = 0; d < 3; d++) {
+        tk_tensor *tx = tensor_of(dtypes[d], 2, xs, x), *tw = tensor_of(dtypes[d], 2, ws, w);
+        tk_tensor *tb = tensor_of(dtypes[d], 1, bs, b);
+        tk_tensor *y = tk_linear(ctx, tx, tw, tb);
+        assert_non_null(y);
+        assert_int_equal(tk_tensor_dtype(y), dtypes[d]);
+        assert_int_equal(tk_tensor_rank(y), 2);
+        assert_int_equal(tk_tensor_dim(y, 0), 2);
+        assert_int_equal(tk_tensor_dim(y, 1), 2);
+        for (int64_t i = 0; i < 4; i++)
+            assert_true(value_at(y, i) == want[i]); /* every value is exact in 16 bits */
+        tk_tensor_free(tx);
+        tk_tensor_free(tw);
+        tk_tensor_free(tb);
+        tk_tensor_free(y);
+    }
+}
+
+/* nn.Linear accepts [..., in]: leading dimensions are kept. */
+static void ref__linear_keeps_leading_dimensions(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t xs[] = {2, 1, 3}, ws[] = {4, 3}, bs[] = {4};
+    const float x[] = {1, 2, 3, -1, 0, 1};
+    const float w[] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1};
+    const float b[] = {0, 0, 0, 0.5f};
+    const float want[] = {1, 2, 3, 6.5f, -1, 0, 1, 0.5f};
+    tk_tensor *tx = tensor_of(TK_F32, 3, xs, x), *tw = tensor_of(TK_F32, 2, ws, w), *tb = tensor_of(TK_F32, 1, bs, b);
+    tk_tensor *y = tk_linear(ctx, tx, tw, tb);
+    assert_non_null(y);
+    assert_int_equal(tk_tensor_rank(y), 3);
+    assert_int_equal(tk_tensor_dim(y, 0), 2);
+    assert_int_equal(tk_tensor_dim(y, 1), 1);
+    assert_int_equal(tk_tensor_dim(y, 2), 4);
+    for (int64_t i = 0; i < 8; i++)
+        assert_true(value_at(y, i) == want[i]);
+    tk_tensor_free(tx);
+    tk_tensor_free(tw);
+    tk_tensor_free(tb);
+    tk_tensor_free(y);
+}
+
+/* --- registration and meta errors --------------------------------------------------------- */
+
+static void ops__builtins_are_registered_with_their_schemas(void **state)
+{
+    (void)state;
+    const char *const binary[] = {"tk::add", "tk::mul"};
+    const char *const unary[] = {"tk::sin", "tk::cos", "tk::silu", "tk::gelu"};
+    for (size_t i = 0; i < 2; i++) {
+        const tk_op_def *def = tk_op_find(binary[i]);
+        assert_non_null(def);
+        assert_string_equal(def->schema, "(Tensor a, Tensor b) -> Tensor");
+        assert_non_null(def->meta);
+        assert_non_null(def->cpu);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        const tk_op_def *def = tk_op_find(unary[i]);
+        assert_non_null(def);
+        assert_string_equal(def->schema, "(Tensor x) -> Tensor");
+        assert_non_null(def->meta);
+        assert_non_null(def->cpu);
+    }
+    const tk_op_def *lin = tk_op_find("tk::linear");
+    assert_non_null(lin);
+    assert_string_equal(lin->schema, "(Tensor x, Tensor weight, Tensor bias) -> Tensor");
+    assert_non_null(lin->cpu);
+}
+
+static tk_tensor *zeros(tk_dtype dtype, int rank, const int64_t *shape)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, CPU, dtype, rank, shape));
+    memset(tk_tensor_data(t), 0, tk_tensor_nbytes(t));
+    return t;
+}
+
+static int run1(tk_ctx *ctx, const char *op, int nin, tk_tensor *a, tk_tensor *b, tk_tensor *c)
+{
+    tk_tensor *in[3] = {a, b, c}, *out[1] = {NULL};
+    int rc = tk_op_run(ctx, op, in, nin, out, 1);
+    tk_tensor_free(out[0]);
+    return rc;
+}
+
+static void meta__elementwise_errors_name_the_op_inputs_and_shapes(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t s23[] = {2, 3}, s32[] = {3, 2}, s6[] = {6};
+    tk_tensor *a = zeros(TK_F32, 2, s23), *b = zeros(TK_F32, 2, s32), *c = zeros(TK_F32, 1, s6);
+    tk_tensor *h = zeros(TK_F16, 2, s23), *i = zeros(TK_I32, 2, s23);
+    tk_assert_error(run1(ctx, "tk::add", 2, a, b, NULL), TK_EINVAL,
+                    "op 'tk::add': input 'a' is [2, 3] but 'b' is [3, 2] (shapes must match)");
+    tk_assert_error(run1(ctx, "tk::mul", 2, a, c, NULL), TK_EINVAL,
+                    "op 'tk::mul': input 'a' is [2, 3] but 'b' is [6] (shapes must match)");
+    tk_assert_error(run1(ctx, "tk::add", 2, a, h, NULL), TK_EINVAL, "op 'tk::add': input 'a' is f32 but 'b' is f16");
+    tk_assert_error(run1(ctx, "tk::silu", 1, i, NULL, NULL), TK_EUNSUPPORTED,
+                    "op 'tk::silu' does not support dtype 'i32' (expected f32, f16 or bf16)");
+    tk_assert_error(run1(ctx, "tk::mul", 2, i, i, NULL), TK_EUNSUPPORTED,
+                    "op 'tk::mul' does not support dtype 'i32' (expected f32, f16 or bf16)");
+    tk_assert_ok(run1(ctx, "tk::add", 2, a, a, NULL));
+    tk_tensor *free_list[] = {a, b, c, h, i};
+    for (size_t k = 0; k < sizeof free_list / sizeof *free_list; k++)
+        tk_tensor_free(free_list[k]);
+}
+
+static void meta__linear_errors_name_the_mismatched_shapes(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t xs[] = {4, 128}, ws[] = {64, 100}, wok[] = {64, 128}, w3[] = {64, 128, 1};
+    const int64_t bs[] = {32}, bok[] = {64};
+    tk_tensor *x = zeros(TK_BF16, 2, xs), *w = zeros(TK_BF16, 2, ws), *wgood = zeros(TK_BF16, 2, wok);
+    tk_tensor *w3d = zeros(TK_BF16, 3, w3), *b = zeros(TK_BF16, 1, bs), *bgood = zeros(TK_BF16, 1, bok);
+    tk_tensor *wf = zeros(TK_F32, 2, wok), *xi = zeros(TK_I64, 2, xs);
+    tk_assert_error(run1(ctx, "tk::linear", 3, x, w, bgood), TK_EINVAL,
+                    "op 'tk::linear': weight is [64, 100] but x has 128 features");
+    tk_assert_error(run1(ctx, "tk::linear", 3, x, wgood, b), TK_EINVAL,
+                    "op 'tk::linear': bias is [32] but weight has 64 output features (expected [64])");
+    tk_assert_error(run1(ctx, "tk::linear", 3, x, w3d, bgood), TK_EINVAL,
+                    "op 'tk::linear': weight is [64, 128, 1], expected [out_features, in_features]");
+    tk_assert_error(run1(ctx, "tk::linear", 3, x, wf, bgood), TK_EINVAL,
+                    "op 'tk::linear': x is bf16, weight f32 and bias bf16 (they must share a dtype)");
+    tk_assert_error(run1(ctx, "tk::linear", 3, xi, wgood, bgood), TK_EUNSUPPORTED,
+                    "op 'tk::linear' does not support dtype 'i64' (expected f32, f16 or bf16)");
+    tk_assert_ok(run1(ctx, "tk::linear", 3, x, wgood, bgood));
+    tk_tensor *free_list[] = {x, w, wgood, w3d, b, bgood, wf, xi};
+    for (size_t k = 0; k < sizeof free_list / sizeof *free_list; k++)
+        tk_tensor_free(free_list[k]);
+}
+
+/* A caller-provided output must have the shape the meta function gives. */
+static void meta__a_wrong_output_is_refused(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t s4[] = {4}, s5[] = {5};
+    tk_tensor *x = zeros(TK_F32, 1, s4), *y = zeros(TK_F32, 1, s5);
+    tk_tensor *in[1] = {x}, *out[1] = {y};
+    assert_int_equal(tk_op_run(ctx, "tk::sin", in, 1, out, 1), TK_EINVAL);
+    tk_tensor_free(x);
+    tk_tensor_free(y);
+}
+
+#define CPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_cpu, teardown_cpu)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(half__every_bf16_and_f16_survives_a_round_trip_through_float),
+        cmocka_unit_test(half__widening_gives_the_exact_values),
+        cmocka_unit_test(half__bf16_rounds_to_nearest_even),
+        cmocka_unit_test(half__f16_rounds_to_nearest_even_with_subnormals_and_overflow),
+        CPU_TEST(ref__unary_ops_match_hand_computed_values),
+        CPU_TEST(ref__binary_ops_add_and_multiply_elementwise),
+        CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
+        CPU_TEST(ref__gelu_matches_the_tanh_form_evaluated_in_double),
+        CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),
+        CPU_TEST(ref__linear_keeps_leading_dimensions),
+        cmocka_unit_test(ops__builtins_are_registered_with_their_schemas),
+        CPU_TEST(meta__elementwise_errors_name_the_op_inputs_and_shapes),
+        CPU_TEST(meta__linear_errors_name_the_mismatched_shapes),
+        CPU_TEST(meta__a_wrong_output_is_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

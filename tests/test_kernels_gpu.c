@@ -1,0 +1,379 @@
+/* The built-in kernels on a GPU (CTest label `gpu`): every elementwise op in every dtype, and
+ * tk::linear on cuBLASLt, against their CPU references (the same ops run on a CPU context) on
+ * fresh random inputs, at sizes on and off the 16-byte vector width, with the GPU output
+ * poisoned (all bits set: NaN in every float format) before each run. Exits 77 (skipped) where
+ * there is no CUDA driver. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <tk/half.h>
+#include <tk/op.h>
+#include <tk/runtime.h>
+
+#define tk_assert_ok(expr)                                                                 \
+    do {                                                                                   \
+        int tk__rc = (expr);                                                               \
+        if (tk__rc != 0)                                                                   \
+            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
+    } while (0)
+
+static const tk_device CPU = {TK_DEVICE_CPU, 0};
+static const tk_device GPU = {TK_DEVICE_CUDA, 0};
+
+typedef struct fixture {
+    tk_ctx *gpu, *cpu;
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f;
+    if (tk_ctx_new(&f.gpu, GPU) != 0) {
+        print_error("tk_ctx_new(cuda:0): %s\n", tk_error_last());
+        return -1;
+    }
+    tk_assert_ok(tk_ctx_new(&f.cpu, CPU));
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    tk_ctx_free(f->gpu);
+    tk_ctx_free(f->cpu);
+    return 0;
+}
+
+static const tk_dtype DTYPES[] = {TK_F32, TK_F16, TK_BF16};
+
+/* float: 1e-5; f16 and bf16: 1e-2 (one 16-bit rounding apart is at most 2^-7 relative). The
+ * absolute floor covers f16 subnormals, where one unit is 6e-8. */
+static double rtol_of(tk_dtype d) { return d == TK_F32 ? 1e-5 : 1e-2; }
+static double atol_of(tk_dtype d) { return d == TK_F32 ? 1e-7 : 1e-5; }
+
+/* Uniform in [lo, hi), from a per-test seed: fresh values, never all zeros. */
+static uint32_t g_seed = 12345u;
+static float urand(float lo, float hi)
+{
+    g_seed = g_seed * 1664525u + 1013904223u;
+    return lo + (hi - lo) * (float)(g_seed >> 8) * (1.0f / 16777216.0f);
+}
+
+static void fill(tk_tensor *t, float lo, float hi)
+{
+    void *p = tk_tensor_data(t);
+    for (int64_t i = 0; i < tk_numel(t); i++) {
+        float v = urand(lo, hi);
+        switch (tk_tensor_dtype(t)) {
+        case TK_F16: ((uint16_t *)p)[i] = tk_f32_to_f16(v); break;
+        case TK_BF16: ((uint16_t *)p)[i] = tk_f32_to_bf16(v); break;
+        default: ((float *)p)[i] = v; break;
+        }
+    }
+}
+
+static double value_at(const tk_tensor *t, int64_t i)
+{
+    const void *p = tk_tensor_data(t);
+    switch (tk_tensor_dtype(t)) {
+    case TK_F16: return tk_f16_to_f32(((const uint16_t *)p)[i]);
+    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static tk_tensor *host(tk_dtype dtype, int rank, const int64_t *shape)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, CPU, dtype, rank, shape));
+    return t;
+}
+
+/* A GPU copy of a host tensor. */
+static tk_tensor *upload(fixture *f, const tk_tensor *h)
+{
+    tk_tensor *d;
+    tk_assert_ok(tk_tensor_new(&d, f->gpu, GPU, tk_tensor_dtype(h), tk_tensor_rank(h), tk_tensor_shape(h)));
+    tk_assert_ok(tk_tensor_copy(f->gpu, d, h));
+    return d;
+}
+
+/* A GPU tensor filled with 0xff bytes: NaN in f32, f16 and bf16 alike. */
+static tk_tensor *poisoned(fixture *f, tk_dtype dtype, int rank, const int64_t *shape)
+{
+    tk_tensor *h = host(dtype, rank, shape);
+    memset(tk_tensor_data(h), 0xff, tk_tensor_nbytes(h));
+    tk_tensor *d = upload(f, h);
+    tk_tensor_free(h);
+    return d;
+}
+
+static tk_tensor *download(fixture *f, const tk_tensor *d)
+{
+    tk_tensor *h = host(tk_tensor_dtype(d), tk_tensor_rank(d), tk_tensor_shape(d));
+    tk_assert_ok(tk_tensor_copy(f->gpu, h, d));
+    return h;
+}
+
+/* got and want agree within rtol |want| + atol everywhere (a NaN left from the poison fails). */
+static void assert_close(const char *what, const tk_tensor *got, const tk_tensor *want, double rtol, double atol)
+{
+    int64_t n = tk_numel(want);
+    for (int64_t i = 0; i < n; i++) {
+        double g = value_at(got, i), w = value_at(want, i), err = fabs(g - w);
+        if (!(err <= rtol * fabs(w) + atol))
+            fail_msg("%s: element %lld of %lld is %.9g, the reference %.9g (error %.3g > %.3g)", what, (long long)i,
+                     (long long)n, g, w, err, rtol * fabs(w) + atol);
+    }
+}
+
+/* Runs op on inputs (host tensors): on the CPU for the reference, on the GPU into a poisoned
+ * output (optionally through device tensors offset by `offset` elements, which takes the
+ * kernels' unaligned path), and compares. */
+static void check_op(fixture *f, const char *op, int nin, tk_tensor *const *hin, int offset, double rtol,
+                     double atol)
+{
+    char what[128];
+    tk_tensor *ref[1] = {NULL}, *dout[1] = {NULL}, *din[3] = {NULL}, *bases[4] = {NULL};
+    tk_assert_ok(tk_op_run(f->cpu, op, hin, nin, ref, 1));
+    const tk_tensor *r = ref[0];
+    tk_dtype dtype = tk_tensor_dtype(r);
+    if (!offset) {
+        for (int i = 0; i < nin; i++)
+            din[i] = upload(f, hin[i]);
+        dout[0] = poisoned(f, dtype, tk_tensor_rank(r), tk_tensor_shape(r));
+    } else {
+        /* each operand inside a larger allocation, `offset` elements in */
+        size_t es = tk_dtype_size(dtype);
+        for (int i = 0; i <= nin; i++) {
+            const tk_tensor *shape_of = i < nin ? hin[i] : r;
+            int64_t big = tk_numel(shape_of) + offset;
+            tk_tensor *hb = host(dtype, 1, &big);
+            memset(tk_tensor_data(hb), 0xff, tk_tensor_nbytes(hb));
+            if (i < nin)
+                memcpy((char *)tk_tensor_data(hb) + (size_t)offset * es, tk_tensor_data(hin[i]), tk_tensor_nbytes(hin[i]));
+            bases[i] = upload(f, hb);
+            tk_tensor_free(hb);
+            tk_tensor **slot = i < nin ? &din[i] : &dout[0];
+            tk_assert_ok(tk_tensor_wrap(slot, GPU, dtype, tk_tensor_rank(shape_of), tk_tensor_shape(shape_of),
+                                        (char *)tk_tensor_data(bases[i]) + (size_t)offset * es));
+        }
+    }
+    tk_assert_ok(tk_op_run(f->gpu, op, din, nin, dout, 1));
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_tensor *got = download(f, dout[0]);
+    snprintf(what, sizeof what, "%s %s n=%lld%s", op, tk_dtype_name(dtype), (long long)tk_numel(r),
+             offset ? " (unaligned)" : "");
+    assert_close(what, got, r, rtol, atol);
+    tk_tensor_free(got);
+    tk_tensor_free(ref[0]);
+    tk_tensor_free(dout[0]);
+    for (int i = 0; i < 3; i++)
+        tk_tensor_free(din[i]);
+    for (int i = 0; i < 4; i++)
+        tk_tensor_free(bases[i]);
+}
+
+/* Sizes on and off the vector widths (4 floats, 8 halves): below one vector, exactly one, one
+ * past, a tail of 3, a grid smaller than the cap, and 2^23 + 5, large enough that the
+ * grid-stride loop makes several trips (unrolled and single) on any GPU. */
+static const int64_t SIZES[] = {1, 3, 7, 8, 9, 1000, 4096, 4099, (1 << 20) + 3, (1 << 23) + 5};
+#define NSIZES (sizeof SIZES / sizeof *SIZES)
+
+static void check_unary(fixture *f, const char *op, float lo, float hi)
+{
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t s = 0; s < NSIZES; s++) {
+            tk_tensor *x = host(DTYPES[d], 1, &SIZES[s]);
+            fill(x, lo, hi);
+            check_op(f, op, 1, &x, 0, rtol_of(DTYPES[d]), atol_of(DTYPES[d]));
+            tk_tensor_free(x);
+        }
+    }
+}
+
+static void check_binary(fixture *f, const char *op)
+{
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t s = 0; s < NSIZES; s++) {
+            tk_tensor *ab[2] = {host(DTYPES[d], 1, &SIZES[s]), host(DTYPES[d], 1, &SIZES[s])};
+            fill(ab[0], -4.0f, 4.0f);
+            fill(ab[1], -4.0f, 4.0f);
+            check_op(f, op, 2, ab, 0, rtol_of(DTYPES[d]), atol_of(DTYPES[d]));
+            tk_tensor_free(ab[0]);
+            tk_tensor_free(ab[1]);
+        }
+    }
+}
+
+static void gpu__add_matches_the_reference(void **state) { check_binary(*state, "tk::add"); }
+static void gpu__mul_matches_the_reference(void **state) { check_binary(*state, "tk::mul"); }
+static void gpu__sin_matches_the_reference(void **state) { check_unary(*state, "tk::sin", -10.0f, 10.0f); }
+static void gpu__cos_matches_the_reference(void **state) { check_unary(*state, "tk::cos", -10.0f, 10.0f); }
+static void gpu__silu_matches_the_reference(void **state) { check_unary(*state, "tk::silu", -8.0f, 8.0f); }
+static void gpu__gelu_matches_the_reference(void **state) { check_unary(*state, "tk::gelu", -8.0f, 8.0f); }
+
+/* Tensors that are not 16-byte aligned (wrapped one element into an allocation) take the
+ * kernels' scalar path and still match. */
+static void gpu__unaligned_tensors_match_the_reference(void **state)
+{
+    fixture *f = *state;
+    const int64_t sizes[] = {5, 4099, (1 << 20) + 3};
+    const char *const unary[] = {"tk::sin", "tk::cos", "tk::silu", "tk::gelu"};
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t s = 0; s < 3; s++) {
+            tk_tensor *ab[2] = {host(DTYPES[d], 1, &sizes[s]), host(DTYPES[d], 1, &sizes[s])};
+            fill(ab[0], -4.0f, 4.0f);
+            fill(ab[1], -4.0f, 4.0f);
+            check_op(f, "tk::add", 2, ab, 1, rtol_of(DTYPES[d]), atol_of(DTYPES[d]));
+            check_op(f, "tk::mul", 2, ab, 3, rtol_of(DTYPES[d]), atol_of(DTYPES[d]));
+            for (size_t u = 0; u < 4; u++)
+                check_op(f, unary[u], 1, ab, 1, rtol_of(DTYPES[d]), atol_of(DTYPES[d]));
+            tk_tensor_free(ab[0]);
+            tk_tensor_free(ab[1]);
+        }
+    }
+}
+
+/* --- tk::linear ---------------------------------------------------------------------------- */
+
+/* y = x W^T + b on cuBLASLt against the CPU reference. Both accumulate in float, in different
+ * orders: |gpu - cpu| <= 2 K u S + rtol |ref| per element, with u = 2^-24 and S = sum_k |x w| +
+ * |b| (the classic dot-product bound, so the tolerance grows with K), rtol the output format's. */
+static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *xshape, int64_t N, int offset)
+{
+    char what[160];
+    int64_t K = xshape[rank_x - 1], M = 1;
+    for (int i = 0; i < rank_x - 1; i++)
+        M *= xshape[i];
+    const int64_t wshape[2] = {N, K};
+    tk_tensor *hin[3] = {host(dtype, rank_x, xshape), host(dtype, 2, wshape), host(dtype, 1, &N)};
+    fill(hin[0], -1.0f, 1.0f);
+    fill(hin[1], -1.0f, 1.0f);
+    fill(hin[2], -1.0f, 1.0f);
+    tk_tensor *ref[1] = {NULL};
+    tk_assert_ok(tk_op_run(f->cpu, "tk::linear", hin, 3, ref, 1));
+
+    tk_tensor *din[3] = {NULL}, *dout[1] = {NULL}, *bases[4] = {NULL};
+    size_t es = tk_dtype_size(dtype);
+    for (int i = 0; i < 4; i++) {
+        const tk_tensor *like = i < 3 ? hin[i] : ref[0];
+        if (!offset) {
+            bases[i] = i < 3 ? upload(f, like) : poisoned(f, dtype, tk_tensor_rank(like), tk_tensor_shape(like));
+            *(i < 3 ? &din[i] : &dout[0]) = bases[i];
+            continue;
+        }
+        int64_t big = tk_numel(like) + offset;
+        tk_tensor *hb = host(dtype, 1, &big);
+        memset(tk_tensor_data(hb), 0xff, tk_tensor_nbytes(hb));
+        if (i < 3)
+            memcpy((char *)tk_tensor_data(hb) + (size_t)offset * es, tk_tensor_data(like), tk_tensor_nbytes(like));
+        bases[i] = upload(f, hb);
+        tk_tensor_free(hb);
+        tk_assert_ok(tk_tensor_wrap(i < 3 ? &din[i] : &dout[0], GPU, dtype, tk_tensor_rank(like),
+                                    tk_tensor_shape(like), (char *)tk_tensor_data(bases[i]) + (size_t)offset * es));
+    }
+    tk_assert_ok(tk_op_run(f->gpu, "tk::linear", din, 3, dout, 1));
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_tensor *got = download(f, dout[0]);
+
+    snprintf(what, sizeof what, "tk::linear %s M=%lld K=%lld N=%lld%s", tk_dtype_name(dtype), (long long)M,
+             (long long)K, (long long)N, offset ? " (unaligned)" : "");
+    const double u = ldexp(1.0, -24), rtol = rtol_of(dtype);
+    double max_err = 0.0;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++) {
+            double s = fabs(value_at(hin[2], n));
+            for (int64_t k = 0; k < K; k++)
+                s += fabs(value_at(hin[0], m * K + k) * value_at(hin[1], n * K + k));
+            double g = value_at(got, m * N + n), r = value_at(ref[0], m * N + n), err = fabs(g - r);
+            double tol = 2.0 * (double)K * u * s + rtol * fabs(r) + atol_of(dtype);
+            if (!(err <= tol))
+                fail_msg("%s: y[%lld, %lld] is %.9g, the reference %.9g (error %.3g > %.3g)", what, (long long)m,
+                         (long long)n, g, r, err, tol);
+            if (err > max_err)
+                max_err = err;
+        }
+    }
+    print_message("%s: max abs error %.3g\n", what, max_err);
+    tk_tensor_free(got);
+    tk_tensor_free(ref[0]);
+    for (int i = 0; i < 3; i++) {
+        tk_tensor_free(hin[i]);
+        if (offset)
+            tk_tensor_free(din[i]);
+    }
+    if (offset)
+        tk_tensor_free(dout[0]);
+    for (int i = 0; i < 4; i++)
+        tk_tensor_free(bases[i]);
+}
+
+static void gpu__linear_matches_the_reference(void **state)
+{
+    fixture *f = *state;
+    /* {M, K, N}: tiny, odd, the MLP's two layers, not multiples of 8 or 16, and a larger one */
+    static const int64_t shapes[][3] = {{1, 1, 1},     {2, 3, 2},      {7, 100, 33}, {128, 128, 64},
+                                        {128, 64, 128}, {257, 512, 129}, {512, 1024, 256}};
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            const int64_t xshape[2] = {shapes[s][0], shapes[s][1]};
+            check_linear(f, DTYPES[d], 2, xshape, shapes[s][2], 0);
+        }
+    }
+}
+
+/* x [2, 5, 64]: leading dimensions flattened into M = 10 rows. */
+static void gpu__linear_flattens_leading_dimensions(void **state)
+{
+    const int64_t xshape[3] = {2, 5, 64};
+    for (size_t d = 0; d < 3; d++)
+        check_linear(*state, DTYPES[d], 3, xshape, 48, 0);
+}
+
+/* Operands one element off 256-byte alignment: the alignment promised to cuBLASLt follows the
+ * pointers, so it picks a kernel that can read them. */
+static void gpu__linear_with_unaligned_tensors_matches_the_reference(void **state)
+{
+    const int64_t xshape[2] = {33, 72};
+    for (size_t d = 0; d < 3; d++)
+        check_linear(*state, DTYPES[d], 2, xshape, 40, 1);
+}
+
+#define GPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+
+int main(void)
+{
+    if (tk_cuda_available() != 0) {
+        fprintf(stderr, "skipped: %s\n", tk_error_last());
+        return 77;
+    }
+#ifndef TK_TEST_HAVE_KERNELS
+    fprintf(stderr, "skipped: libtkrt was built without nvcc (TK_WITH_CUDA=OFF), so without its kernels\n");
+    return 77;
+#endif
+    const struct CMUnitTest tests[] = {
+        GPU_TEST(gpu__add_matches_the_reference),
+        GPU_TEST(gpu__mul_matches_the_reference),
+        GPU_TEST(gpu__sin_matches_the_reference),
+        GPU_TEST(gpu__cos_matches_the_reference),
+        GPU_TEST(gpu__silu_matches_the_reference),
+        GPU_TEST(gpu__gelu_matches_the_reference),
+        GPU_TEST(gpu__unaligned_tensors_match_the_reference),
+        GPU_TEST(gpu__linear_matches_the_reference),
+        GPU_TEST(gpu__linear_flattens_leading_dimensions),
+        GPU_TEST(gpu__linear_with_unaligned_tensors_matches_the_reference),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
