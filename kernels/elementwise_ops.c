@@ -165,99 +165,33 @@ static int launch_binary(tk_ctx *ctx, const char *op, const char *const *names,
 static const char *const binary_names[2] = {"a", "b"};
 static const char *const unary_names[1] = {"x"};
 
-/* --- tk::add, tk::mul: (Tensor a, Tensor b) -> Tensor ------------------------------------- */
+/* --- the ops: each one's meta function, CPU fallback and CUDA body, from the helpers above --- */
 
-static int add_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
-{
-    (void)ctx;
-    return ew_meta("tk::add", 2, binary_names, in, out);
-}
-static int add_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
-{
-    (void)ctx;
-    return ew_cpu("tk::add", TK_EW_ADD, 2, binary_names, in, out);
-}
-TK_OP(tk_add_op, "tk::add", "(Tensor a, Tensor b) -> Tensor", .meta = add_meta, .cpu = add_cpu)
-{
-    return launch_binary(ctx, "tk::add", binary_names, add_kernels, in, out);
-}
+#define EW_OP(op, KIND, schema, arity, names, launch)                                          \
+    static int op##_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)          \
+    {                                                                                            \
+        (void)ctx;                                                                               \
+        return ew_meta("tk::" #op, arity, names, in, out);                                       \
+    }                                                                                            \
+    static int op##_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)                \
+    {                                                                                            \
+        (void)ctx;                                                                               \
+        return ew_cpu("tk::" #op, KIND, arity, names, in, out);                                  \
+    }                                                                                            \
+    TK_OP(tk_##op##_op, "tk::" #op, schema, .meta = op##_meta, .cpu = op##_cpu)                   \
+    {                                                                                            \
+        return launch(ctx, "tk::" #op, names, op##_kernels, in, out);                            \
+    }
 
-static int mul_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
-{
-    (void)ctx;
-    return ew_meta("tk::mul", 2, binary_names, in, out);
-}
-static int mul_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
-{
-    (void)ctx;
-    return ew_cpu("tk::mul", TK_EW_MUL, 2, binary_names, in, out);
-}
-TK_OP(tk_mul_op, "tk::mul", "(Tensor a, Tensor b) -> Tensor", .meta = mul_meta, .cpu = mul_cpu)
-{
-    return launch_binary(ctx, "tk::mul", binary_names, mul_kernels, in, out);
-}
+#define EW_BINARY_SCHEMA "(Tensor a, Tensor b) -> Tensor"
+#define EW_UNARY_SCHEMA "(Tensor x) -> Tensor"
 
-/* --- tk::sin, tk::cos, tk::silu, tk::gelu: (Tensor x) -> Tensor ---------------------------- */
-
-static int sin_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
-{
-    (void)ctx;
-    return ew_meta("tk::sin", 1, unary_names, in, out);
-}
-static int sin_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
-{
-    (void)ctx;
-    return ew_cpu("tk::sin", TK_EW_SIN, 1, unary_names, in, out);
-}
-TK_OP(tk_sin_op, "tk::sin", "(Tensor x) -> Tensor", .meta = sin_meta, .cpu = sin_cpu)
-{
-    return launch_unary(ctx, "tk::sin", unary_names, sin_kernels, in, out);
-}
-
-static int cos_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
-{
-    (void)ctx;
-    return ew_meta("tk::cos", 1, unary_names, in, out);
-}
-static int cos_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
-{
-    (void)ctx;
-    return ew_cpu("tk::cos", TK_EW_COS, 1, unary_names, in, out);
-}
-TK_OP(tk_cos_op, "tk::cos", "(Tensor x) -> Tensor", .meta = cos_meta, .cpu = cos_cpu)
-{
-    return launch_unary(ctx, "tk::cos", unary_names, cos_kernels, in, out);
-}
-
-static int silu_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
-{
-    (void)ctx;
-    return ew_meta("tk::silu", 1, unary_names, in, out);
-}
-static int silu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
-{
-    (void)ctx;
-    return ew_cpu("tk::silu", TK_EW_SILU, 1, unary_names, in, out);
-}
-TK_OP(tk_silu_op, "tk::silu", "(Tensor x) -> Tensor", .meta = silu_meta, .cpu = silu_cpu)
-{
-    return launch_unary(ctx, "tk::silu", unary_names, silu_kernels, in, out);
-}
-
-static int gelu_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
-{
-    (void)ctx;
-    return ew_meta("tk::gelu", 1, unary_names, in, out);
-}
-static int gelu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
-{
-    (void)ctx;
-    return ew_cpu("tk::gelu", TK_EW_GELU, 1, unary_names, in, out);
-}
-TK_OP(tk_gelu_op, "tk::gelu", "(Tensor x) -> Tensor", .meta = gelu_meta, .cpu = gelu_cpu)
-{
-    return launch_unary(ctx, "tk::gelu", unary_names, gelu_kernels, in, out);
-}
+EW_OP(add, TK_EW_ADD, EW_BINARY_SCHEMA, 2, binary_names, launch_binary)
+EW_OP(mul, TK_EW_MUL, EW_BINARY_SCHEMA, 2, binary_names, launch_binary)
+EW_OP(sin, TK_EW_SIN, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
+EW_OP(cos, TK_EW_COS, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
+EW_OP(silu, TK_EW_SILU, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
+EW_OP(gelu, TK_EW_GELU, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
 
 /* --- typed helpers (tk/ops.h) ------------------------------------------------------------ */
 
