@@ -18,6 +18,7 @@
 #include "cli.h"
 #include "fsutil.h"
 #include "lint.h"
+#include "options.h"
 #include "strbuf.h"
 #include <tk/error.h>
 
@@ -911,10 +912,7 @@ static char *next_message(server *s, size_t *len)
 
 /* --- the command -------------------------------------------------------------------------- */
 
-static const struct {
-    struct option opt;
-    const char *arg, *help;
-} options[] = {
+static const tk_cli_option options[] = {
     {{"build-dir", required_argument, NULL, 'p'}, "BUILD_DIR", "read flags from BUILD_DIR/compile_commands.json (relative: in the workspace)"},
     {{"max-depth", required_argument, NULL, 'd'}, "N", "follow at most N function hops from an op (default 5)"},
     {{"checks", required_argument, NULL, 'k'}, "LIST", "rules to run, as clang-tidy's list ('-*,tk-raw-launch'; docs/lint.md)"},
@@ -932,36 +930,15 @@ static void help(FILE *f)
                "of their files, and publishes the findings as diagnostics. docs/editors.md shows\n"
                "how to set it up in VS Code, Neovim and Emacs.\n\n"
                "options:\n");
-    for (size_t i = 0; i < NOPT; i++) {
-        char left[64], shrt[8] = "    ";
-        if (strchr("pvh", options[i].opt.val))
-            snprintf(shrt, sizeof(shrt), "-%c, ", options[i].opt.val);
-        snprintf(left, sizeof(left), "%s--%s%s%s", shrt, options[i].opt.name, options[i].arg ? " " : "",
-                 options[i].arg ? options[i].arg : "");
-        fprintf(f, "  %-30s %s\n", left, options[i].help);
-    }
+    tk_cli_print_options(f, options, NOPT, "pvh");
     fprintf(f, "\nexit status: 0 after 'shutdown' then 'exit', 1 on 'exit' (or end of input) without\n"
                "'shutdown', 2 usage error, 3 internal error\n");
-}
-
-static int parse_int(const char *s, const char *what, int max, int *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 0 || v > max) {
-        fprintf(stderr, "tkexport lsp: %s '%s' is not a whole number from 0 to %d\n", what, s, max);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
 }
 
 int cmd_lsp(int argc, char **argv)
 {
     struct option longopts[NOPT + 1];
-    for (size_t i = 0; i < NOPT; i++)
-        longopts[i] = options[i].opt;
-    memset(&longopts[NOPT], 0, sizeof(longopts[NOPT]));
+    tk_cli_longopts(longopts, options, NOPT);
     server s;
     memset(&s, 0, sizeof(s));
     s.body_len = -1;
@@ -979,11 +956,11 @@ int cmd_lsp(int argc, char **argv)
             s.compdb_arg = optarg;
             break;
         case 'd':
-            if (parse_int(optarg, "--max-depth", 1000, &s.max_depth))
+            if (tk_cli_parse_int("lsp", optarg, "--max-depth", 1000, &s.max_depth))
                 return TK_EXIT_USAGE;
             break;
         case 'b':
-            if (parse_int(optarg, "--debounce", 60000, &s.debounce_ms))
+            if (tk_cli_parse_int("lsp", optarg, "--debounce", 60000, &s.debounce_ms))
                 return TK_EXIT_USAGE;
             break;
         case 'k':
