@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include "tk_test.h"
+
 #include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
@@ -33,25 +35,7 @@
 #define MAX_NAMES 64
 #define MAX_TMPDIRS 4
 
-/* Fails the test with tk_error_last() when a tkexport call does not return 0. */
-#define tk_assert_ok(expr)                                                                 \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != 0)                                                                   \
-            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
-    } while (0)
 
-/* Fails the test with a printf message, reported at FILE:LINE: the test's line that called the
- * assertion helper, not the helper's own (each helper has a macro passing __FILE__, __LINE__). */
-static void fail_at(const char *file, int line, const char *fmt, ...) {
-    char msg[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    print_error("%s\n", msg);
-    _fail(file, line);
-}
 
 /* ---- temporary folders, removed after each test (pass or fail) ---- */
 
@@ -238,7 +222,7 @@ static cJSON *find_diag(const cJSON *root, const char *file_suffix, const char *
 static void assert_no_parse_errors_at(const char *file, int line, const cJSON *root) {
     if (find_diag(root, "", "tk-parse-error")) {
         print_diagnostics(root);
-        fail_at(file, line, "unexpected tk-parse-error diagnostics");
+        tk_fail_at(file, line, "unexpected tk-parse-error diagnostics");
     }
 }
 #define assert_no_parse_errors(root) assert_no_parse_errors_at(__FILE__, __LINE__, root)
@@ -261,7 +245,7 @@ static cJSON *find_op_at(const char *file, int line, cJSON *root, const char *na
         print_error("  op found: %s\n", get_string(op, "name"));
     }
     print_diagnostics(root);
-    fail_at(file, line, "no op '%s' in the analyzer's map", name);
+    tk_fail_at(file, line, "no op '%s' in the analyzer's map", name);
     return NULL;
 }
 #define find_op(root, name) find_op_at(__FILE__, __LINE__, root, name)
@@ -280,7 +264,7 @@ static cJSON *find_named(const cJSON *array, const char *name) {
 static cJSON *find_kernel_at(const char *file, int line, cJSON *root, const char *name) {
     cJSON *k = find_named(get_array(root, "kernels"), name);
     if (!k)
-        fail_at(file, line, "no kernel '%s' in the map's kernel list", name);
+        tk_fail_at(file, line, "no kernel '%s' in the map's kernel list", name);
     return k;
 }
 #define find_kernel(root, name) find_kernel_at(__FILE__, __LINE__, root, name)
@@ -288,7 +272,7 @@ static cJSON *find_kernel_at(const char *file, int line, cJSON *root, const char
 static cJSON *op_kernel_at(const char *file, int line, cJSON *op, const char *name) {
     cJSON *k = find_named(get_array(op, "kernels"), name);
     if (!k)
-        fail_at(file, line, "op '%s' has no kernel '%s'", get_string(op, "name"), name);
+        tk_fail_at(file, line, "op '%s' has no kernel '%s'", get_string(op, "name"), name);
     return k;
 }
 #define op_kernel(op, name) op_kernel_at(__FILE__, __LINE__, op, name)
@@ -320,7 +304,7 @@ static void assert_kernels_at(const char *file, int line, cJSON *op, const char 
         assert_true(n_actual < MAX_NAMES);
         const char *name = get_string(k, "name");
         if (prev && strcmp(prev, name) >= 0)
-            fail_at(file, line, "op '%s': kernels not sorted by name ('%s' before '%s')",
+            tk_fail_at(file, line, "op '%s': kernels not sorted by name ('%s' before '%s')",
                     get_string(op, "name"), prev, name);
         actual[n_actual++] = prev = name;
     }
@@ -338,7 +322,7 @@ static void assert_kernels_at(const char *file, int line, cJSON *op, const char 
             print_error("  unresolved: %s\n", s ? s : "?");
             free(s);
         }
-        fail_at(file, line, "op '%s': kernels {%s}, expected {%s}", get_string(op, "name"), actual_csv,
+        tk_fail_at(file, line, "op '%s': kernels {%s}, expected {%s}", get_string(op, "name"), actual_csv,
                 expected_sorted);
     }
 }
@@ -355,7 +339,7 @@ static void assert_via_at(const char *file, int line, cJSON *op, const char *ker
         snprintf(actual + len, sizeof actual - len, "%s%s", len ? "," : "", f->valuestring);
     }
     if (strcmp(actual, expected_csv) != 0)
-        fail_at(file, line, "op '%s', kernel '%s': via [%s], expected [%s]", get_string(op, "name"),
+        tk_fail_at(file, line, "op '%s', kernel '%s': via [%s], expected [%s]", get_string(op, "name"),
                 kernel, actual, expected_csv);
 }
 #define assert_via(op, kernel, expected_csv) assert_via_at(__FILE__, __LINE__, op, kernel, expected_csv)
@@ -370,7 +354,7 @@ static void assert_params_at(const char *file, int line, cJSON *kernel, const ch
                  get_string(p, "type"));
     }
     if (strcmp(actual, expected) != 0)
-        fail_at(file, line, "kernel '%s': params '%s', expected '%s'", get_string(kernel, "name"), actual,
+        tk_fail_at(file, line, "kernel '%s': params '%s', expected '%s'", get_string(kernel, "name"), actual,
                 expected);
 }
 #define assert_params(kernel, expected) assert_params_at(__FILE__, __LINE__, kernel, expected)
@@ -397,7 +381,7 @@ static cJSON *assert_unresolved_reason_prefix_at(const char *file, int line, cJS
     cJSON *u = find_unresolved(op, prefix);
     if (!u) {
         print_unresolved(op);
-        fail_at(file, line, "op '%s': no unresolved launch with a reason starting '%s'",
+        tk_fail_at(file, line, "op '%s': no unresolved launch with a reason starting '%s'",
                 get_string(op, "name"), prefix);
     }
     return u;
@@ -413,7 +397,7 @@ static void assert_no_unresolved_at(const char *file, int line, cJSON *op) {
             print_error("  unresolved: %s:%d: %s\n", get_string(u, "file"), get_int(u, "line"),
                         get_string(u, "reason"));
         }
-        fail_at(file, line, "op '%s': unexpected unresolved launches", get_string(op, "name"));
+        tk_fail_at(file, line, "op '%s': unexpected unresolved launches", get_string(op, "name"));
     }
 }
 #define assert_no_unresolved(op) assert_no_unresolved_at(__FILE__, __LINE__, op)

@@ -11,6 +11,8 @@
 
 #include <cmocka.h>
 
+#include "tk_test.h"
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -20,13 +22,6 @@
 #include <tk/op.h>
 #include <tk/ops.h>
 #include <tk/runtime.h>
-
-#define tk_assert_ok(expr)                                                                 \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != 0)                                                                   \
-            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
-    } while (0)
 
 /* expr fails with code, and the message is exactly text. */
 #define tk_assert_error(expr, code, text)                                                  \

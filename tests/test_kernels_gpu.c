@@ -12,6 +12,8 @@
 
 #include <cmocka.h>
 
+#include "tk_test.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,13 +22,6 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
-
-#define tk_assert_ok(expr)                                                                 \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != 0)                                                                   \
-            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
-    } while (0)
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 static const tk_device GPU = {TK_DEVICE_CUDA, 0};

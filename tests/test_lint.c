@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "tk_test.h"
+
 #include <ctype.h>
 #include <ftw.h>
 #include <limits.h>
@@ -35,23 +37,7 @@
 
 #define MAX_TMPDIRS 4
 
-/* Fails the test with tk_error_last() when a tkexport call does not return 0. */
-#define tk_assert_ok(expr)                                                                 \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != 0)                                                                   \
-            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
-    } while (0)
 
-static void fail_at(const char *file, int line, const char *fmt, ...) {
-    char msg[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    print_error("%s\n", msg);
-    _fail(file, line);
-}
 
 /* ---- temporary folders entered for a test, left and removed after it ---- */
 
@@ -201,7 +187,7 @@ static void assert_rules_at(const char *file, int line, const cJSON *doc, const 
     rules_csv(doc, got, sizeof got);
     if (strcmp(got, expected) != 0) {
         print_diags(doc);
-        fail_at(file, line, "diagnostics' rules are '%s', expected '%s'", got, expected);
+        tk_fail_at(file, line, "diagnostics' rules are '%s', expected '%s'", got, expected);
     }
 }
 #define assert_rules(doc, expected) assert_rules_at(__FILE__, __LINE__, doc, expected)
@@ -234,7 +220,7 @@ static void assert_same_lines_at(const char *file, int line, const char *got, co
     while (*g || *e) {
         size_t gl = strcspn(g, "\n"), el = strcspn(e, "\n");
         if (gl != el || memcmp(g, e, gl) != 0 || (g[gl] == '\n') != (e[el] == '\n'))
-            fail_at(file, line, "line %d differs:\n  got:      '%.*s'\n  expected: '%.*s'\n--- got:\n%s--- expected:\n%s",
+            tk_fail_at(file, line, "line %d differs:\n  got:      '%.*s'\n  expected: '%.*s'\n--- got:\n%s--- expected:\n%s",
                     n, (int)gl, g, (int)el, e, got, expected);
         g += gl + (g[gl] == '\n');
         e += el + (e[el] == '\n');

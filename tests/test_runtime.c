@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "tk_test.h"
+
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,23 +24,7 @@
 #define TK_TEST_OPS_MODULE "tests/libtest_ops.so"
 #endif
 
-/* Fails the test with tk_error_last() when a tkexport call does not return 0. */
-#define tk_assert_ok(expr)                                                                 \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != 0)                                                                   \
-            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
-    } while (0)
 
-/* The call fails with `code` and a last error containing `text`. */
-#define tk_assert_fails(expr, code, text)                                                  \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != (code))                                                              \
-            fail_msg("%s returned %d (expected %d): %s", #expr, tk__rc, (code), tk_error_last()); \
-        if (!strstr(tk_error_last(), (text)))                                              \
-            fail_msg("%s: error '%s' does not contain '%s'", #expr, tk_error_last(), (text)); \
-    } while (0)
 
 #define assert_error_contains(text)                                                        \
     do {                                                                                   \

@@ -10,6 +10,8 @@
 
 #include <cmocka.h>
 
+#include "tk_test.h"
+
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
@@ -22,22 +24,6 @@
 #ifdef TK_HAVE_CUDA_HEADERS
 #include "cublaslt.h"
 #endif
-
-#define tk_assert_ok(expr)                                                                 \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != 0)                                                                   \
-            fail_msg("%s returned %d: %s", #expr, tk__rc, tk_error_last());                \
-    } while (0)
-
-#define tk_assert_fails(expr, code, text)                                                  \
-    do {                                                                                   \
-        int tk__rc = (expr);                                                               \
-        if (tk__rc != (code))                                                              \
-            fail_msg("%s returned %d (expected %d): %s", #expr, tk__rc, (code), tk_error_last()); \
-        if (!strstr(tk_error_last(), (text)))                                              \
-            fail_msg("%s: error '%s' does not contain '%s'", #expr, tk_error_last(), (text)); \
-    } while (0)
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 static const tk_device GPU = {TK_DEVICE_CUDA, 0};
