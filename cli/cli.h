@@ -7,5 +7,7 @@ enum { TK_EXIT_OK = 0, TK_EXIT_FINDINGS = 1, TK_EXIT_USAGE = 2, TK_EXIT_INTERNAL
 int cmd_analyze(int argc, char **argv);
 int cmd_lsp(int argc, char **argv);
 int cmd_lint(int argc, char **argv);
+int cmd_export(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
 
 #endif

@@ -14,6 +14,8 @@ static const command commands[] = {
     {"analyze", cmd_analyze, "map every op to the CUDA kernels it launches (libclang)"},
     {"lint", cmd_lint, "check ops for mistakes export would hit: compiler-style text, JSON or SARIF"},
     {"lsp", cmd_lsp, "language server for editors: lint findings as you type (LSP on stdio)"},
+    {"export", cmd_export, "trace a model (TK_PROGRAM) into a .tkprog: program, weights, op sources"},
+    {"inspect", cmd_inspect, "show a .tkprog: inputs and ranges, nodes, ops and kernels (text, JSON, dot)"},
 };
 
 static void usage(FILE *f)

@@ -8,6 +8,8 @@
 #include <tk/runtime.h>
 
 #include "ref.h"
+#include "strbuf.h"
+#include "sym.h"
 
 TK_KERNEL_DECL(tk_add_f32);
 TK_KERNEL_DECL(tk_add_f16);
@@ -41,30 +43,25 @@ static const tk_kernel *const gelu_kernels[3] = {tk_gelu_f32, tk_gelu_f16, tk_ge
  * smaller, so a grid capped at the CUDA limit is still correct. */
 enum { EW_BLOCK = 256, EW_VEC_PER_THREAD = 4 };
 
+/* "[batch, 128]" (dims as expressions when the tensor is traced), for messages. */
 static void format_shape(char *buf, size_t n, const tk_tensor *t)
 {
-    size_t len = 0;
-    int rank = tk_tensor_rank(t);
-    len += (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < rank && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)tk_tensor_dim(t, i));
-    if (len < n)
-        snprintf(buf + len, n - len, "]");
-}
-
-static int same_shape(const tk_tensor *a, const tk_tensor *b)
-{
-    if (tk_tensor_rank(a) != tk_tensor_rank(b))
-        return 0;
-    for (int i = 0; i < tk_tensor_rank(a); i++)
-        if (tk_tensor_dim(a, i) != tk_tensor_dim(b, i))
-            return 0;
-    return 1;
+    tk_strbuf sb = TK_STRBUF_INIT;
+    tk_strbuf_adds(&sb, "[");
+    for (int i = 0; i < tk_tensor_rank(t); i++) {
+        if (i)
+            tk_strbuf_adds(&sb, ", ");
+        tk_sym_print(tk_tensor_sym(t, i), &sb);
+    }
+    tk_strbuf_adds(&sb, "]");
+    snprintf(buf, n, "%s", sb.buf ? sb.buf : "[?]");
+    tk_strbuf_release(&sb);
 }
 
 /* What meta, body and CPU fallback all check: a floating dtype, and for binary ops a second
- * input of the same dtype and shape. `names` are the schema's input names. */
-static int ew_check(const char *op, int arity, const char *const *names, tk_tensor *const *in)
+ * input of the same dtype and shape. `names` are the schema's input names. Shapes that differ in
+ * rank or in a constant dim are refused here; a symbolic dim (tracing) becomes a requirement. */
+static int ew_check(tk_ctx *ctx, const char *op, int arity, const char *const *names, tk_tensor *const *in)
 {
     tk_dtype dtype = tk_tensor_dtype(in[0]);
     if (dtype != TK_F32 && dtype != TK_F16 && dtype != TK_BF16)
@@ -74,12 +71,27 @@ static int ew_check(const char *op, int arity, const char *const *names, tk_tens
         if (tk_tensor_dtype(in[1]) != dtype)
             return tk_error_set(TK_EINVAL, "op '%s': input '%s' is %s but '%s' is %s", op, names[0],
                                 tk_dtype_name(dtype), names[1], tk_dtype_name(tk_tensor_dtype(in[1])));
-        if (!same_shape(in[0], in[1])) {
+        int rank = tk_tensor_rank(in[0]), differ = rank != tk_tensor_rank(in[1]);
+        for (int i = 0; i < rank && !differ; i++) {
+            tk_sym da = tk_tensor_sym(in[0], i), db = tk_tensor_sym(in[1], i);
+            differ = tk_sym_is_const(da) && tk_sym_is_const(db) && da.value != db.value;
+        }
+        if (differ) {
             char sa[160], sb[160];
             format_shape(sa, sizeof sa, in[0]);
             format_shape(sb, sizeof sb, in[1]);
             return tk_error_set(TK_EINVAL, "op '%s': input '%s' is %s but '%s' is %s (shapes must match)",
                                 op, names[0], sa, names[1], sb);
+        }
+        for (int i = 0; i < rank; i++) {
+            tk_sym da = tk_tensor_sym(in[0], i), db = tk_tensor_sym(in[1], i);
+            if (tk_sym_is_const(da) && tk_sym_is_const(db))
+                continue;
+            char what[96];
+            snprintf(what, sizeof what, "%s dim %d == %s dim %d", names[0], i, names[1], i);
+            int err = tk_require_eq(ctx, da, db, what);
+            if (err)
+                return err;
         }
     }
     return 0;
@@ -95,17 +107,17 @@ static int ew_check_out(const char *op, const tk_tensor *x, const tk_tensor *y)
     return 0;
 }
 
-static int ew_meta(const char *op, int arity, const char *const *names, tk_tensor *const *in,
+static int ew_meta(tk_ctx *ctx, const char *op, int arity, const char *const *names, tk_tensor *const *in,
                    tk_tensor_spec *const *out)
 {
-    int err = ew_check(op, arity, names, in);
+    int err = ew_check(ctx, op, arity, names, in);
     return err ? err : tk_spec_like(out[0], in[0]);
 }
 
-static int ew_cpu(const char *op, tk_ew_op which, int arity, const char *const *names,
+static int ew_cpu(tk_ctx *ctx, const char *op, tk_ew_op which, int arity, const char *const *names,
                   tk_tensor *const *in, tk_tensor *const *out)
 {
-    int err = ew_check(op, arity, names, in);
+    int err = ew_check(ctx, op, arity, names, in);
     if (!err)
         err = ew_check_out(op, in[0], out[0]);
     if (err)
@@ -135,7 +147,7 @@ static tk_dim3 ew_grid(tk_ctx *ctx, tk_dtype dtype, int64_t n)
 static int launch_unary(tk_ctx *ctx, const char *op, const char *const *names,
                         const tk_kernel *const *kernels, tk_tensor *const *in, tk_tensor *const *out)
 {
-    int err = ew_check(op, 1, names, in);
+    int err = ew_check(ctx, op, 1, names, in);
     if (!err)
         err = ew_check_out(op, in[0], out[0]);
     if (err)
@@ -150,7 +162,7 @@ static int launch_unary(tk_ctx *ctx, const char *op, const char *const *names,
 static int launch_binary(tk_ctx *ctx, const char *op, const char *const *names,
                          const tk_kernel *const *kernels, tk_tensor *const *in, tk_tensor *const *out)
 {
-    int err = ew_check(op, 2, names, in);
+    int err = ew_check(ctx, op, 2, names, in);
     if (!err)
         err = ew_check_out(op, in[0], out[0]);
     if (err)
@@ -170,13 +182,11 @@ static const char *const unary_names[1] = {"x"};
 #define EW_OP(op, KIND, schema, arity, names, launch)                                          \
     static int op##_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)          \
     {                                                                                            \
-        (void)ctx;                                                                               \
-        return ew_meta("tk::" #op, arity, names, in, out);                                       \
+        return ew_meta(ctx, "tk::" #op, arity, names, in, out);                                  \
     }                                                                                            \
     static int op##_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)                \
     {                                                                                            \
-        (void)ctx;                                                                               \
-        return ew_cpu("tk::" #op, KIND, arity, names, in, out);                                  \
+        return ew_cpu(ctx, "tk::" #op, KIND, arity, names, in, out);                             \
     }                                                                                            \
     TK_OP(tk_##op##_op, "tk::" #op, schema, .meta = op##_meta, .cpu = op##_cpu)                   \
     {                                                                                            \
@@ -195,9 +205,9 @@ EW_OP(gelu, TK_EW_GELU, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
 
 /* --- typed helpers (tk/ops.h) ------------------------------------------------------------ */
 
-tk_tensor *tk_add(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::add", a, b); }
-tk_tensor *tk_mul(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::mul", a, b); }
-tk_tensor *tk_sin(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::sin", x); }
-tk_tensor *tk_cos(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::cos", x); }
-tk_tensor *tk_silu(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::silu", x); }
-tk_tensor *tk_gelu(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::gelu", x); }
+tk_tensor *(tk_add)(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::add", a, b); }
+tk_tensor *(tk_mul)(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::mul", a, b); }
+tk_tensor *(tk_sin)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::sin", x); }
+tk_tensor *(tk_cos)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::cos", x); }
+tk_tensor *(tk_silu)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::silu", x); }
+tk_tensor *(tk_gelu)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::gelu", x); }

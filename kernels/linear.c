@@ -11,27 +11,33 @@
 #include "cublaslt.h"
 #include "ref.h"
 #include "rt_internal.h"
+#include "strbuf.h"
+#include "sym.h"
 
 /* --- shapes ------------------------------------------------------------------------------
  * x is [..., K] (leading dimensions flattened into M rows), weight [N, K], bias [N], and y is
  * [..., N]: x's shape with the last dimension replaced. */
 
+/* "[batch, 128]" (dims as expressions when the tensor is traced), for messages. */
 static void format_shape(char *buf, size_t n, const tk_tensor *t)
 {
-    size_t len = (size_t)snprintf(buf, n, "[");
-    for (int i = 0; i < tk_tensor_rank(t) && len < n; i++)
-        len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)tk_tensor_dim(t, i));
-    if (len < n)
-        snprintf(buf + len, n - len, "]");
+    tk_strbuf sb = TK_STRBUF_INIT;
+    tk_strbuf_adds(&sb, "[");
+    for (int i = 0; i < tk_tensor_rank(t); i++) {
+        if (i)
+            tk_strbuf_adds(&sb, ", ");
+        tk_sym_print(tk_tensor_sym(t, i), &sb);
+    }
+    tk_strbuf_adds(&sb, "]");
+    snprintf(buf, n, "%s", sb.buf ? sb.buf : "[?]");
+    tk_strbuf_release(&sb);
 }
 
-static int linear_check(tk_tensor *const *in, int64_t *M, int64_t *K, int64_t *N)
+/* Dtypes and ranks, which tracing knows as well as eager runs. */
+static int linear_check_kinds(tk_tensor *const *in)
 {
     const tk_tensor *x = in[0], *w = in[1], *b = in[2];
-    char sx[160], sw[160], sb[160];
-    format_shape(sx, sizeof sx, x);
-    format_shape(sw, sizeof sw, w);
-    format_shape(sb, sizeof sb, b);
+    char sw[160], sb[160];
     tk_dtype dtype = tk_tensor_dtype(x);
     if (dtype != TK_F32 && dtype != TK_F16 && dtype != TK_BF16)
         return tk_error_set(TK_EUNSUPPORTED, "op 'tk::linear' does not support dtype '%s' (expected f32, f16 or bf16)",
@@ -41,34 +47,80 @@ static int linear_check(tk_tensor *const *in, int64_t *M, int64_t *K, int64_t *N
                             tk_dtype_name(dtype), tk_dtype_name(tk_tensor_dtype(w)), tk_dtype_name(tk_tensor_dtype(b)));
     if (tk_tensor_rank(x) < 1)
         return tk_error_set(TK_EINVAL, "op 'tk::linear': x is a scalar, expected [..., in_features]");
-    if (tk_tensor_rank(w) != 2)
+    if (tk_tensor_rank(w) != 2) {
+        format_shape(sw, sizeof sw, w);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s, expected [out_features, in_features]", sw);
-    *K = tk_tensor_dim(x, tk_tensor_rank(x) - 1);
-    *N = tk_tensor_dim(w, 0);
-    if (tk_tensor_dim(w, 1) != *K)
-        return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s but x has %lld features", sw, (long long)*K);
-    if (tk_tensor_rank(b) != 1 || tk_tensor_dim(b, 0) != *N)
-        return tk_error_set(TK_EINVAL, "op 'tk::linear': bias is %s but weight has %lld output features (expected [%lld])",
-                            sb, (long long)*N, (long long)*N);
-    if (*K == 0)
-        return tk_error_set(TK_EINVAL, "op 'tk::linear': x is %s, with no features", sx);
-    *M = tk_numel(x) / *K;
+    }
+    if (tk_tensor_rank(b) != 1) {
+        tk_strbuf n = TK_STRBUF_INIT;
+        tk_sym_print(tk_tensor_sym(w, 0), &n);
+        format_shape(sb, sizeof sb, b);
+        int err = tk_error_set(TK_EINVAL, "op 'tk::linear': bias is %s but weight has %s output features (expected [%s])",
+                               sb, n.buf ? n.buf : "?", n.buf ? n.buf : "?");
+        tk_strbuf_release(&n);
+        return err;
+    }
     return 0;
 }
 
-static int linear_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+/* The shape rule with tk_sym dims: constants that disagree are refused here with the shapes in
+ * the message; anything symbolic (tracing) becomes a requirement. */
+static int linear_check_dims(tk_ctx *ctx, tk_tensor *const *in)
 {
-    (void)ctx;
-    int64_t M, K, N;
-    int err = linear_check(in, &M, &K, &N);
+    const tk_tensor *x = in[0], *w = in[1], *b = in[2];
+    char sx[160], sw[160], sb[160], what[64];
+    int err, rank = tk_tensor_rank(x);
+    tk_sym K = tk_tensor_sym(x, -1), wK = tk_tensor_sym(w, 1), N = tk_tensor_sym(w, 0), bN = tk_tensor_sym(b, 0);
+    if (tk_sym_is_const(K) && tk_sym_is_const(wK) && K.value != wK.value) {
+        format_shape(sw, sizeof sw, w);
+        return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s but x has %lld features", sw, (long long)K.value);
+    }
+    snprintf(what, sizeof what, "x dim %d == weight dim 1", rank - 1);
+    if ((err = tk_require_eq(ctx, K, wK, what)))
+        return err;
+    if (tk_sym_is_const(N) && tk_sym_is_const(bN) && N.value != bN.value) {
+        format_shape(sb, sizeof sb, b);
+        return tk_error_set(TK_EINVAL, "op 'tk::linear': bias is %s but weight has %lld output features (expected [%lld])",
+                            sb, (long long)N.value, (long long)N.value);
+    }
+    if ((err = tk_require_eq(ctx, bN, N, "bias dim 0 == weight dim 0")))
+        return err;
+    if (tk_sym_is_const(K) && K.value == 0) {
+        format_shape(sx, sizeof sx, x);
+        return tk_error_set(TK_EINVAL, "op 'tk::linear': x is %s, with no features", sx);
+    }
+    snprintf(what, sizeof what, "x dim %d >= 1", rank - 1);
+    return tk_require_range(ctx, K, 1, INT64_MAX, what);
+}
+
+/* Eager: the checks with concrete M, K, N (x's leading dims flattened into M rows). */
+static int linear_check(tk_ctx *ctx, tk_tensor *const *in, int64_t *M, int64_t *K, int64_t *N)
+{
+    int err = linear_check_kinds(in);
+    if (!err)
+        err = linear_check_dims(ctx, in);
     if (err)
         return err;
-    int64_t shape[TK_MAX_DIMS];
+    *K = tk_tensor_dim(in[0], -1);
+    *N = tk_tensor_dim(in[1], 0);
+    *M = tk_numel(in[0]) / *K;
+    return 0;
+}
+
+/* y is x's shape with the last dim replaced by N: symbolic leading dims carry over. */
+static int linear_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    int err = linear_check_kinds(in);
+    if (!err)
+        err = linear_check_dims(ctx, in);
+    if (err)
+        return err;
+    tk_sym shape[TK_MAX_DIMS];
     int rank = tk_tensor_rank(in[0]);
     for (int i = 0; i < rank - 1; i++)
-        shape[i] = tk_tensor_dim(in[0], i);
-    shape[rank - 1] = N;
-    return tk_spec_set(out[0], tk_tensor_dtype(in[0]), rank, shape);
+        shape[i] = tk_tensor_sym(in[0], i);
+    shape[rank - 1] = tk_tensor_sym(in[1], 0);
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(in[0]), rank, shape);
 }
 
 /* A caller may hand tk_op_run its own output: it must hold the result. */
@@ -134,9 +186,8 @@ int tk_ref_linear(tk_dtype dtype, const void *x, const void *w, const void *b, v
 
 static int linear_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
 {
-    (void)ctx;
     int64_t M, K, N;
-    int err = linear_check(in, &M, &K, &N);
+    int err = linear_check(ctx, in, &M, &K, &N);
     if (!err)
         err = linear_check_out(in[0], out[0], M, N);
     if (err)
@@ -283,7 +334,7 @@ TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor bias) -> Ten
       .meta = linear_meta, .cpu = linear_cpu)
 {
     int64_t M, K, N;
-    int rc = linear_check(in, &M, &K, &N);
+    int rc = linear_check(ctx, in, &M, &K, &N);
     if (!rc)
         rc = linear_check_out(in[0], out[0], M, N);
     if (rc)
@@ -293,4 +344,4 @@ TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor bias) -> Ten
     return linear_cublaslt(ctx, in, out, M, K, N);
 }
 
-tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b) { return tk_call(ctx, "tk::linear", x, w, b); }
+tk_tensor *(tk_linear)(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b) { return tk_call(ctx, "tk::linear", x, w, b); }

@@ -1,4 +1,5 @@
-/* Contexts: the device, the mode (eager) and, on a GPU, the CUDA state of runtime/cuda.c. */
+/* Contexts: the device, the mode (eager or trace), on a GPU the CUDA state of runtime/cuda.c, and
+ * what a context owns: its symbolic expressions and the weights and parameters of tk_param. */
 #include <stdlib.h>
 
 #include "rt_internal.h"
@@ -30,7 +31,10 @@ void tk_ctx_free(tk_ctx *ctx)
 {
     if (!ctx)
         return;
+    /* parameters may live on the GPU: before the CUDA state goes */
+    tk_weights_free(ctx->weights);
     tk_cuda_ctx_release(ctx);
+    tk_sym_pool_free(ctx->syms);
     free(ctx);
 }
 

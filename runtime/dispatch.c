@@ -1,37 +1,148 @@
-/* Eager dispatch: an op found by name, its inputs and outputs checked against its schema, outputs
- * allocated from its meta function, then its CUDA body or its CPU fallback by the context's
- * device; tk_call for ops calling ops, tk_wrap's entry point, and the meta functions' setters. */
+/* Dispatch: an op found by name, its inputs and outputs checked against its schema, outputs shaped
+ * by its meta function; eagerly its CUDA body or its CPU fallback runs by the context's device, in
+ * trace mode the tracer records it. tk_call for ops calling ops, tk_wrap's entry point, and what
+ * meta functions call (spec setters, requirements). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "fsutil.h"
 #include "rt_internal.h"
 #include "schema.h"
+#include "sym.h"
 
-int tk_spec_set(tk_tensor_spec *spec, tk_dtype dtype, int rank, const int64_t *shape)
+/* Checks a shape (constant dims >= 0, rank <= 8) and stores it; shape[i] is -1 where the dim is
+ * symbolic. */
+static int spec_store(tk_tensor_spec *spec, tk_dtype dtype, int rank, const tk_sym *dims, const char *fn)
 {
     if (!spec)
-        return tk_error_set(TK_EINVAL, "tk_spec_set: no spec");
+        return tk_error_set(TK_EINVAL, "%s: no spec", fn);
     if (!tk_dtype_size(dtype))
-        return tk_error_set(TK_EINVAL, "tk_spec_set: unknown dtype %d", (int)dtype);
-    if (rank < 0 || rank > TK_MAX_DIMS || (rank > 0 && !shape))
-        return tk_error_set(TK_EINVAL, "tk_spec_set: rank %d is outside [0, %d]", rank, TK_MAX_DIMS);
-    for (int i = 0; i < rank; i++)
-        if (shape[i] < 0)
-            return tk_error_set(TK_EINVAL, "tk_spec_set: dim %d is %lld (dims must be >= 0)", i, (long long)shape[i]);
+        return tk_error_set(TK_EINVAL, "%s: unknown dtype %d", fn, (int)dtype);
+    if (rank < 0 || rank > TK_MAX_DIMS || (rank > 0 && !dims))
+        return tk_error_set(TK_EINVAL, "%s: rank %d is outside [0, %d]", fn, rank, TK_MAX_DIMS);
+    for (int i = 0; i < rank; i++) {
+        if (!dims[i].expr && dims[i].value < 0) {
+            /* a failed tk_sym_* call gives TK_SYM(-1): its message says why */
+            char earlier[512];
+            snprintf(earlier, sizeof(earlier), "%s", tk_error_last());
+            return tk_error_set(TK_EINVAL, "%s: dim %d is %lld (dims must be >= 0)%s%s", fn, i,
+                                (long long)dims[i].value, earlier[0] ? "; an earlier call failed: " : "", earlier);
+        }
+    }
     spec->dtype = dtype;
     spec->rank = rank;
     memset(spec->shape, 0, sizeof(spec->shape));
-    if (rank)
-        memcpy(spec->shape, shape, sizeof(int64_t) * (size_t)rank);
+    memset(spec->dims, 0, sizeof(spec->dims));
+    for (int i = 0; i < rank; i++) {
+        spec->dims[i] = dims[i];
+        spec->shape[i] = dims[i].expr ? -1 : dims[i].value;
+    }
     spec->set = 1;
     return 0;
+}
+
+int tk_spec_set(tk_tensor_spec *spec, tk_dtype dtype, int rank, const int64_t *shape)
+{
+    tk_sym dims[TK_MAX_DIMS];
+    if (rank > 0 && rank <= TK_MAX_DIMS && shape)
+        for (int i = 0; i < rank; i++)
+            dims[i] = TK_SYM(shape[i]);
+    return spec_store(spec, dtype, rank, rank > 0 && shape ? dims : NULL, "tk_spec_set");
+}
+
+int tk_spec_set_sym(tk_tensor_spec *spec, tk_dtype dtype, int rank, const tk_sym *shape)
+{
+    return spec_store(spec, dtype, rank, shape, "tk_spec_set_sym");
 }
 
 int tk_spec_like(tk_tensor_spec *spec, const tk_tensor *t)
 {
     if (!t)
         return tk_error_set(TK_EINVAL, "tk_spec_like: no tensor");
-    return tk_spec_set(spec, t->dtype, t->rank, t->shape);
+    return spec_store(spec, t->dtype, t->rank, t->dims, "tk_spec_like");
+}
+
+/* --- requirements of meta functions -------------------------------------------------------------
+ * Constants are checked here, in every mode; anything symbolic goes to the tracer, which turns it
+ * into a guard (the runtime decides nothing about symbols itself). */
+
+/* "op 'tk::linear': " (while tracing, dispatch adds the model's line to a meta failure). */
+static const char *site_prefix(tk_ctx *ctx, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (ctx && ctx->site.op)
+        snprintf(buf, n, "op '%s': ", ctx->site.op);
+    return buf;
+}
+
+/* Set when the tracer refused a requirement: its message (a constraint error) already says
+ * where, so dispatch adds nothing to it. One context is used by one thread at a time. */
+static _Thread_local int tracer_refused;
+
+static int require(tk_ctx *ctx, tk_require_kind kind, tk_sym a, tk_sym b, int64_t lo, int64_t hi, const char *what)
+{
+    char pre[512], desc[160];
+    if (!what) {
+        switch (kind) {
+        case TK_REQUIRE_EQ: what = "a requirement of equal dims"; break;
+        case TK_REQUIRE_RANGE: what = "a requirement of a dim range"; break;
+        case TK_REQUIRE_DIVISIBLE: what = "a requirement of divisibility"; break;
+        }
+    }
+    if (kind == TK_REQUIRE_DIVISIBLE && lo <= 0)
+        return tk_error_set(TK_EINVAL, "%s%s: divisor %lld (it must be > 0)", site_prefix(ctx, pre, sizeof(pre)), what,
+                            (long long)lo);
+    if (kind == TK_REQUIRE_RANGE && lo > hi)
+        return tk_error_set(TK_EINVAL, "%s%s: empty range [%lld, %lld]", site_prefix(ctx, pre, sizeof(pre)), what,
+                            (long long)lo, (long long)hi);
+    if (tk_sym_is_const(a) && tk_sym_is_const(b)) {
+        int holds = 0;
+        switch (kind) {
+        case TK_REQUIRE_EQ:
+            holds = a.value == b.value;
+            snprintf(desc, sizeof(desc), "%lld vs %lld", (long long)a.value, (long long)b.value);
+            break;
+        case TK_REQUIRE_RANGE:
+            holds = a.value >= lo && a.value <= hi;
+            snprintf(desc, sizeof(desc), "%lld is outside [%lld, %lld]", (long long)a.value, (long long)lo,
+                     (long long)hi);
+            break;
+        case TK_REQUIRE_DIVISIBLE:
+            holds = a.value % lo == 0;
+            snprintf(desc, sizeof(desc), "%lld is not a multiple of %lld", (long long)a.value, (long long)lo);
+            break;
+        }
+        if (holds)
+            return 0;
+        return tk_error_set(TK_EINVAL, "%s%s does not hold (%s)", site_prefix(ctx, pre, sizeof(pre)), what, desc);
+    }
+    if (!ctx || ctx->mode != TK_MODE_TRACE || !ctx->tracer || !ctx->tracer->on_require)
+        return tk_error_set(TK_EINVAL, "%s%s: a symbolic requirement outside trace mode",
+                            site_prefix(ctx, pre, sizeof(pre)), what);
+    tk_error_clear();
+    int rc = ctx->tracer->on_require(ctx->tracer->self, ctx, kind, a, b, lo, hi, what);
+    tracer_refused = rc != 0;
+    if (rc > 0)
+        return tk_error_set(TK_EINTERNAL, "the tracer's on_require returned %d", rc);
+    if (rc && !tk_error_last()[0])
+        return tk_error_set(rc, "%s%s: the tracer refused it (code %d)", site_prefix(ctx, pre, sizeof(pre)), what, rc);
+    return rc;
+}
+
+int tk_require_eq(tk_ctx *ctx, tk_sym a, tk_sym b, const char *what)
+{
+    return require(ctx, TK_REQUIRE_EQ, a, b, 0, 0, what);
+}
+
+int tk_require_range(tk_ctx *ctx, tk_sym a, int64_t min, int64_t max, const char *what)
+{
+    return require(ctx, TK_REQUIRE_RANGE, a, TK_SYM(0), min, max, what);
+}
+
+int tk_require_divisible(tk_ctx *ctx, tk_sym a, int64_t k, const char *what)
+{
+    return require(ctx, TK_REQUIRE_DIVISIBLE, a, TK_SYM(0), k, 0, what);
 }
 
 /* "[2, 3] f32", for messages. */
@@ -75,7 +186,71 @@ static int op_failed(const tk_op_def *def, const char *what, int rc)
     return rc;
 }
 
-int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_tensor **out, int nout)
+/* A NULL where the schema wants a tensor: usually an earlier call (tk_param, tk_call) failed and
+ * its result was passed on; its message is kept in the new one. */
+static int null_input(const char *name, int i)
+{
+    char earlier[600];
+    snprintf(earlier, sizeof(earlier), "%s", tk_error_last());
+    return tk_error_set(TK_EINVAL, "input %d of op '%s' is NULL%s%s%s", i + 1, name,
+                        earlier[0] ? " (an earlier call failed: " : "", earlier, earlier[0] ? ")" : "");
+}
+
+static int same_sym_shape(const tk_tensor *t, const tk_tensor_spec *spec)
+{
+    if (t->dtype != spec->dtype || t->rank != spec->rank)
+        return 0;
+    for (int i = 0; i < t->rank; i++)
+        if (!tk_sym_equal(t->dims[i], spec->dims[i]))
+            return 0;
+    return 1;
+}
+
+/* While tracing, a meta function's own refusal (constants that disagree, a wrong dtype) gets the
+ * model's line: " (at examples/mlp/model.c:15)". */
+static int at_model_line(int rc, const char *file, int line)
+{
+    if (!file)
+        return rc;
+    char msg[768];
+    snprintf(msg, sizeof(msg), "%s", tk_error_last());
+    char *rel = tk_path_relative_to_cwd(file);
+    const char *f = rel ? rel : file;
+    while (f[0] == '.' && f[1] == '/')
+        f += 2;
+    tk_error_set(rc, "%s (at %s:%d)", msg, f, line);
+    free(rel);
+    return rc;
+}
+
+/* Trace mode: traced outputs from the specs, handed to the tracer with the op; nothing runs. */
+static int trace_op(tk_ctx *ctx, const tk_op_def *def, tk_tensor *const *in, int nin, tk_tensor **out, int nout,
+                    const tk_tensor_spec *specs, unsigned char *allocated, const char *file, int line)
+{
+    int rc;
+    for (int i = 0; i < nout; i++) {
+        if (out[i] && !(out[i]->traced && same_sym_shape(out[i], &specs[i])))
+            return tk_error_set(TK_EINVAL, "output %d of op '%s' is not a traced tensor of the shape its meta "
+                                           "function gives", i + 1, def->name);
+    }
+    for (int i = 0; i < nout; i++) {
+        if (out[i])
+            continue;
+        if ((rc = tk_tensor_new_traced(&out[i], ctx, specs[i].dtype, specs[i].rank, specs[i].dims)))
+            return rc;
+        allocated[i] = 1;
+    }
+    tk_error_clear();
+    rc = ctx->tracer->on_op(ctx->tracer->self, ctx, def, in, nin, out, nout, file, line);
+    if (rc > 0)
+        return tk_error_set(TK_EINTERNAL, "the tracer's on_op returned %d for op '%s'", rc, def->name);
+    if (rc && !tk_error_last()[0])
+        return tk_error_set(rc, "tracing op '%s' failed with code %d", def->name, rc);
+    return rc;
+}
+
+static int op_run_at(tk_ctx *ctx, const char *name, const char *file, int line, tk_tensor *const *in, int nin,
+                     tk_tensor **out, int nout)
 {
     const tk_op_def *def;
     tk_schema sc;
@@ -86,10 +261,11 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
     char d1[32], d2[32], s1[256], s2[256];
     int rc;
 
-    if (!ctx)
-        return tk_error_set(TK_EINVAL, "tk_op_run: no context");
     if ((rc = lookup(&def, &sc, name)))
         return rc;
+    int tracing = ctx->mode == TK_MODE_TRACE;
+    if (tracing && (!ctx->tracer || !ctx->tracer->on_op))
+        return tk_error_set(TK_EINTERNAL, "op '%s' called on a context in trace mode without a tracer", name);
     if (nin < sc.nrequired || nin > sc.nargs || (nin && !in)) {
         if (sc.nrequired == sc.nargs)
             return tk_error_set(TK_EINVAL, "op '%s' takes %d input%s, got %d", name, sc.nargs,
@@ -102,18 +278,24 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
     /* inputs the caller left out (trailing ones with defaults) reach the op as NULL */
     for (int i = 0; i < nin; i++) {
         inputs[i] = in[i];
-        if (in[i] && !same_device(in[i]->device, ctx->device))
+        if (!in[i] && i < sc.nrequired)
+            return null_input(name, i);
+        if (in[i] && !tracing && !same_device(in[i]->device, ctx->device))
             return tk_error_set(TK_EINVAL, "input %d of op '%s' is on '%s', the context is on '%s'", i + 1, name,
                                 tk_device_name(in[i]->device, d1, sizeof(d1)),
                                 tk_device_name(ctx->device, d2, sizeof(d2)));
+        if (in[i] && in[i]->traced && !tracing)
+            return tk_error_set(TK_EINVAL, "input %d of op '%s' is a traced tensor (it has no data) and the context "
+                                           "runs eagerly", i + 1, name);
     }
-    for (int i = 0; i < nout; i++)
+    for (int i = 0; i < nout && !tracing; i++)
         if (out[i] && !same_device(out[i]->device, ctx->device))
             return tk_error_set(TK_EINVAL, "output %d of op '%s' is on '%s', the context is on '%s'", i + 1, name,
                                 tk_device_name(out[i]->device, d1, sizeof(d1)),
                                 tk_device_name(ctx->device, d2, sizeof(d2)));
+    /* tracing runs no implementation: an op with a CUDA body only is traced on any context */
     tk_op_fn fn = ctx->device.kind == TK_DEVICE_CUDA ? def->body : def->cpu;
-    if (!fn)
+    if (!fn && !tracing)
         return tk_error_set(TK_EUNSUPPORTED, "op '%s' has no %s implementation (device '%s')", name,
                             ctx->device.kind == TK_DEVICE_CUDA ? "CUDA" : "CPU",
                             tk_device_name(ctx->device, d1, sizeof(d1)));
@@ -124,18 +306,31 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
         sp[i] = &specs[i];
     if (def->meta) {
         tk_error_clear();
-        if ((rc = def->meta(ctx, inputs, sp)))
-            return op_failed(def, "the meta function", rc);
+        tracer_refused = 0;
+        if ((rc = def->meta(ctx, inputs, sp))) {
+            rc = op_failed(def, "the meta function", rc);
+            return tracing && !tracer_refused ? at_model_line(rc, file, line) : rc;
+        }
     } else if (nout) {
         if (!inputs[0])
             return tk_error_set(TK_EINVAL, "op '%s' has no meta function and no first input to shape its outputs like",
                                 name);
         for (int i = 0; i < nout; i++)
-            tk_spec_like(&specs[i], inputs[0]);
+            if ((rc = tk_spec_like(&specs[i], inputs[0])))
+                return rc;
     }
-    for (int i = 0; i < nout; i++) {
+    for (int i = 0; i < nout; i++)
         if (!specs[i].set)
             return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' did not set output %d", name, i + 1);
+    if (tracing) {
+        rc = trace_op(ctx, def, inputs, nin, out, nout, specs, allocated, file, line);
+        goto done;
+    }
+    for (int i = 0; i < nout; i++) {
+        for (int d = 0; d < specs[i].rank; d++)
+            if (specs[i].dims[d].expr)
+                return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' gave output %d a symbolic shape in "
+                                                  "eager mode", name, i + 1);
         if (out[i] && (out[i]->dtype != specs[i].dtype || out[i]->rank != specs[i].rank ||
                        memcmp(out[i]->shape, specs[i].shape, sizeof(int64_t) * (size_t)specs[i].rank) != 0))
             return tk_error_set(TK_EINVAL, "output %d of op '%s' is %s, the op's meta function says %s", i + 1, name,
@@ -165,7 +360,27 @@ done:
     return rc;
 }
 
-tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs)
+/* The call runs with ctx->site naming it (for the messages of requirements and the tracer's
+ * nodes); the caller's site comes back afterwards, as ops call ops. */
+static int op_run_site(tk_ctx *ctx, const char *name, const char *file, int line, tk_tensor *const *in, int nin,
+                       tk_tensor **out, int nout)
+{
+    if (!ctx)
+        return tk_error_set(TK_EINVAL, "tk_op_run: no context");
+    tk_site saved = ctx->site;
+    ctx->site = (tk_site){name, file, line};
+    int rc = op_run_at(ctx, name, file, line, in, nin, out, nout);
+    ctx->site = saved;
+    return rc;
+}
+
+int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_tensor **out, int nout)
+{
+    return op_run_site(ctx, name, NULL, 0, in, nin, out, nout);
+}
+
+tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
+                         tk_tensor *const *inputs)
 {
     const tk_op_def *def;
     tk_schema sc;
@@ -177,9 +392,14 @@ tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *con
                      sc.nrets);
         return NULL;
     }
-    if (tk_op_run(ctx, name, inputs, ninputs, out, 1))
+    if (op_run_site(ctx, name, file, line, inputs, ninputs, out, 1))
         return NULL;
     return out[0];
+}
+
+tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs)
+{
+    return tk_call_op_at(ctx, name, NULL, 0, ninputs, inputs);
 }
 
 int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)

@@ -5,9 +5,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <tk/program.h>
 #include <tk/runtime.h>
 
-typedef enum tk_mode { TK_MODE_EAGER } tk_mode;
+typedef enum tk_mode { TK_MODE_EAGER, TK_MODE_TRACE } tk_mode;
 
 struct tk_tensor {
     tk_dtype dtype;
@@ -19,22 +20,65 @@ struct tk_tensor {
     size_t nbytes;
     int owned;       /* tk_tensor_free releases data */
     tk_ctx *owner;   /* the context that allocated data (device memory is freed through it) */
+    tk_sym dims[TK_MAX_DIMS]; /* the shape as tk_sym: constants (= shape[]) unless traced */
+    int traced;      /* a trace-mode value: no data, dims may be symbolic, shape[] is -1 there */
+    int trace_id;    /* the exporter's value id for traced tensors */
 };
 
 struct tk_tensor_spec {
     tk_dtype dtype;
     int rank;
-    int64_t shape[TK_MAX_DIMS];
+    int64_t shape[TK_MAX_DIMS]; /* -1 where dims[i] is symbolic */
+    tk_sym dims[TK_MAX_DIMS];
     int set;
 };
+
+/* Trace mode: the exporter installs these hooks on a context (the runtime never includes the
+ * exporter's headers). With them, tk_op_run computes each op's output specs with its meta
+ * function, makes traced output tensors (no data, symbolic dims) and calls on_op instead of
+ * running the op; requirements stated by meta functions go to on_require; tk_param goes to
+ * on_param. Each returns 0 or a negative tk_error_code with the message set. */
+typedef enum tk_require_kind { TK_REQUIRE_EQ, TK_REQUIRE_RANGE, TK_REQUIRE_DIVISIBLE } tk_require_kind;
+
+typedef struct tk_tracer {
+    void *self;
+    int (*on_op)(void *self, tk_ctx *ctx, const tk_op_def *op, tk_tensor *const *in, int nin,
+                 tk_tensor *const *out, int nout, const char *file, int line);
+    /* EQ: a == b; RANGE: lo <= a <= hi; DIVISIBLE: a % lo == 0. ctx->site says which op and
+       which source line of the model stated it. */
+    int (*on_require)(void *self, tk_ctx *ctx, tk_require_kind kind, tk_sym a, tk_sym b, int64_t lo,
+                      int64_t hi, const char *what);
+    tk_tensor *(*on_param)(void *self, tk_ctx *ctx, const char *name);
+} tk_tracer;
+
+/* Where the call being dispatched comes from, for messages: the op and the model's source line. */
+typedef struct tk_site {
+    const char *op;
+    const char *file;
+    int line;
+} tk_site;
+
+typedef struct tk_sym_pool tk_sym_pool;   /* runtime/sym.c: the context's expression nodes */
+typedef struct tk_weights tk_weights;     /* runtime/program.c: safetensors loaded for tk_param */
+
+/* Called by tk_ctx_free: the expression nodes, and the weights with the parameters made from them. */
+void tk_sym_pool_free(tk_sym_pool *pool);
+void tk_weights_free(tk_weights *weights);
 
 typedef struct tk_cuda_ctx tk_cuda_ctx; /* runtime/cuda.c: CUcontext, stream, module cache */
 
 struct tk_ctx {
     tk_device device;
     tk_mode mode;
-    tk_cuda_ctx *cuda; /* NULL on the CPU */
+    tk_cuda_ctx *cuda;   /* NULL on the CPU */
+    tk_tracer *tracer;   /* set with mode TK_MODE_TRACE */
+    tk_site site;        /* the op call being dispatched */
+    tk_sym_pool *syms;   /* expression nodes, freed with the context */
+    tk_weights *weights; /* tk_ctx_set_weights */
 };
+
+/* A traced tensor (no storage) with the given dtype and symbolic shape, owned by ctx's caller. */
+int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank, const tk_sym *dims);
 
 /* --- CUDA backend (runtime/cuda.c, runtime/launch.c) ----------------------------------------
  * Every function returns 0 or a negative tk_error_code with the message set; none aborts. On a

@@ -1,5 +1,6 @@
 /* Dtypes, devices and tensors: contiguous row-major storage on the CPU (64-byte aligned) or on a
- * GPU (through the context's device), owned or borrowed. */
+ * GPU (through the context's device), owned or borrowed; and traced tensors (no storage, dims as
+ * tk_sym) that tracing passes between ops. */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 #include <stdint.h>
@@ -8,6 +9,8 @@
 #include <string.h>
 
 #include "rt_internal.h"
+#include "strbuf.h"
+#include "sym.h"
 
 /* Host tensors start on a cache line, and on the alignment AVX-512 loads like. */
 #define TK_HOST_ALIGN 64
@@ -134,6 +137,7 @@ static tk_tensor *tensor_alloc(tk_device dev, tk_dtype dtype, int rank, const in
     uint64_t stride = 1;
     for (int i = rank - 1; i >= 0; i--) {
         t->shape[i] = shape[i];
+        t->dims[i] = TK_SYM(shape[i]);
         t->strides[i] = (int64_t)stride;
         stride *= shape[i] ? (uint64_t)shape[i] : 1u;
     }
@@ -196,6 +200,66 @@ int tk_tensor_wrap(tk_tensor **out, tk_device dev, tk_dtype dtype, int rank, con
     return 0;
 }
 
+int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank, const tk_sym *dims)
+{
+    *out = NULL;
+    if (!tk_dtype_size(dtype))
+        return tk_error_set(TK_EINVAL, "unknown dtype %d", (int)dtype);
+    if (rank < 0 || rank > TK_MAX_DIMS)
+        return tk_error_set(TK_EINVAL, "tensor rank %d is outside [0, %d]", rank, TK_MAX_DIMS);
+    if (rank > 0 && !dims)
+        return tk_error_set(TK_EINVAL, "a rank-%d tensor needs a shape", rank);
+    for (int i = 0; i < rank; i++)
+        if (!dims[i].expr && dims[i].value < 0)
+            return tk_error_set(TK_EINVAL, "tensor dim %d is %lld (dims must be >= 0)", i, (long long)dims[i].value);
+    tk_tensor *t = calloc(1, sizeof(*t));
+    if (!t)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    t->dtype = dtype;
+    t->rank = rank;
+    t->device = ctx ? ctx->device : (tk_device){TK_DEVICE_CPU, 0};
+    t->traced = 1;
+    for (int i = 0; i < rank; i++) {
+        t->dims[i] = dims[i];
+        t->shape[i] = dims[i].expr ? -1 : dims[i].value;
+    }
+    /* strides only where every later dim is a constant */
+    int64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        t->strides[i] = stride;
+        if (stride < 0 || t->shape[i] < 0 || __builtin_mul_overflow(stride, t->shape[i] ? t->shape[i] : 1, &stride))
+            stride = -1;
+    }
+    *out = t;
+    return 0;
+}
+
+/* "[batch, 128]" into sb, for messages. */
+static void sym_shape_str(tk_strbuf *sb, const tk_tensor *t)
+{
+    tk_strbuf_adds(sb, "[");
+    for (int i = 0; i < t->rank; i++) {
+        if (i)
+            tk_strbuf_adds(sb, ", ");
+        tk_sym_print(t->dims[i], sb);
+    }
+    tk_strbuf_adds(sb, "]");
+}
+
+tk_sym tk_tensor_sym(const tk_tensor *t, int i)
+{
+    if (!t) {
+        tk_error_set(TK_EINVAL, "tk_tensor_sym: no tensor");
+        return TK_SYM(-1);
+    }
+    int j = i < 0 ? i + t->rank : i;
+    if (j < 0 || j >= t->rank) {
+        tk_error_set(TK_EINVAL, "dim %d is out of range for a rank-%d tensor", i, t->rank);
+        return TK_SYM(-1);
+    }
+    return t->dims[j];
+}
+
 void tk_tensor_free(tk_tensor *t)
 {
     if (!t)
@@ -213,6 +277,16 @@ int64_t tk_numel(const tk_tensor *t)
 {
     if (!t)
         return 0;
+    for (int i = 0; t->traced && i < t->rank; i++) {
+        if (t->dims[i].expr) {
+            tk_strbuf sb = TK_STRBUF_INIT;
+            sym_shape_str(&sb, t);
+            tk_error_set(TK_EINVAL, "the element count of a traced tensor is symbolic (%s): use tk_tensor_sym in "
+                                    "meta functions", sb.buf ? sb.buf : "?");
+            tk_strbuf_release(&sb);
+            return -1;
+        }
+    }
     int64_t n = 1;
     for (int i = 0; i < t->rank; i++)
         if (t->shape[i] == 0)
@@ -238,6 +312,14 @@ int64_t tk_tensor_dim(const tk_tensor *t, int i)
         tk_error_set(TK_EINVAL, "dim %d is out of range for a rank-%d tensor", i, t->rank);
         return -1;
     }
+    if (t->dims[j].expr) {
+        tk_strbuf sb = TK_STRBUF_INIT;
+        tk_sym_print(t->dims[j], &sb);
+        tk_error_set(TK_EINVAL, "dim %d of a traced tensor is symbolic ('%s'): use tk_tensor_sym in meta functions", j,
+                     sb.buf ? sb.buf : "?");
+        tk_strbuf_release(&sb);
+        return -1;
+    }
     return t->shape[j];
 }
 
@@ -246,6 +328,9 @@ int tk_tensor_copy(tk_ctx *ctx, tk_tensor *dst, const tk_tensor *src)
     char a[256], b[256], d1[32], d2[32];
     if (!dst || !src)
         return tk_error_set(TK_EINVAL, "tk_tensor_copy: %s tensor is NULL", dst ? "the source" : "the destination");
+    if (dst->traced || src->traced)
+        return tk_error_set(TK_EINVAL, "tk_tensor_copy: the %s tensor is traced (it has no data)",
+                            src->traced ? "source" : "destination");
     if (dst->dtype != src->dtype || tk_numel(dst) != tk_numel(src))
         return tk_error_set(TK_EINVAL, "cannot copy a %s %s tensor into a %s %s one",
                             shape_str(src->rank, src->shape, a, sizeof(a)), tk_dtype_name(src->dtype),

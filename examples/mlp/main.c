@@ -4,6 +4,10 @@
  * CPU (tk::linear's reference and custom_ops::silu's fallback) and compares.
  *
  *   example_mlp [--device cpu|cuda|cuda:N] [BATCH]      (BATCH 1..1024, default 8)
+ *   example_mlp --write-weights FILE.safetensors
+ *
+ * The second form writes the same parameters, under the model's state_dict names (model.c), as
+ * safetensors through the runtime's writer: the build makes mlp.safetensors with it.
  *
  * Exit status: 0 done, 1 failed or the GPU and CPU disagree, 2 usage, 77 the requested GPU is not
  * there. */
@@ -15,6 +19,9 @@
 #include <tk/op.h>
 #include <tk/ops.h>
 #include <tk/runtime.h>
+
+/* The runtime's safetensors writer (internal to libtkrt, which exports it), for --write-weights. */
+#include "../../runtime/safetensors.h"
 
 enum { IN = 128, HIDDEN = 64, OUT = 128, MAX_BATCH = 1024 };
 
@@ -129,8 +136,26 @@ done:
 
 static int usage(FILE *to, int status)
 {
-    fprintf(to, "usage: example_mlp [--device cpu|cuda|cuda:N] [BATCH]   (BATCH 1..%d, default 8)\n", MAX_BATCH);
+    fprintf(to, "usage: example_mlp [--device cpu|cuda|cuda:N] [BATCH]   (BATCH 1..%d, default 8)\n"
+                "       example_mlp --write-weights FILE.safetensors\n", MAX_BATCH);
     return status;
+}
+
+/* The parameters (bf16, the xorshift seed above) as safetensors with nn.Linear's names. */
+static int write_weights(const char *path)
+{
+    mlp m;
+    if (mlp_init(&m, 1)) {
+        fprintf(stderr, "example_mlp: %s\n", tk_error_last());
+        return 1;
+    }
+    const char *names[] = {"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias"};
+    tk_tensor *tensors[] = {m.w1, m.b1, m.w2, m.b2};
+    int rc = tk_safetensors_write(path, 4, names, tensors);
+    if (rc)
+        fprintf(stderr, "example_mlp: %s\n", tk_error_last());
+    mlp_free(&m);
+    return rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -139,7 +164,9 @@ int main(int argc, char **argv)
     int64_t batch = 8;
     for (int i = 1; i < argc; i++) {
         char *end;
-        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+        if (!strcmp(argv[i], "--write-weights") && i + 1 < argc) {
+            return write_weights(argv[i + 1]);
+        } else if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             device = argv[++i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             return usage(stdout, 0);

@@ -42,9 +42,47 @@ typedef struct tk_dim3 {
 #define TK__DIM3_2(x, y) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), 1u})
 #define TK__DIM3_3(x, y, z) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), (uint32_t)(z)})
 
+/* --- symbolic shapes -------------------------------------------------------------------------
+ * A meta function computes its outputs' shapes from its inputs' with tk_sym values: in eager mode
+ * every tk_sym is a constant; when a program is traced for export (tk/program.h) dimensions
+ * declared dynamic (TK_DIM) are symbols with ranges, and the same code computes expressions over
+ * them. Expressions: sums, products by constants, floor division and modulo by constants, min,
+ * max. Expression nodes belong to the context and live as long as it. */
+typedef struct tk_sym_expr tk_sym_expr;
+typedef struct tk_sym {
+    int64_t value;            /* the value when expr is NULL */
+    const tk_sym_expr *expr;  /* NULL: a constant */
+} tk_sym;
+
+#define TK_SYM(v) ((tk_sym){(int64_t)(v), 0})
+static inline int tk_sym_is_const(tk_sym s) { return s.expr == 0; }
+
+/* Dimension i of t (negative i counts from the end) as a tk_sym; TK_SYM(-1) with the error set
+ * when i is out of range. */
+tk_sym tk_tensor_sym(const tk_tensor *t, int i);
+
+/* Arithmetic. Results are simplified (constants folded, linear terms collected). On failure
+ * (out of memory, division by k <= 0) they return TK_SYM(-1) and set the error. */
+tk_sym tk_sym_add(tk_ctx *ctx, tk_sym a, tk_sym b);
+tk_sym tk_sym_sub(tk_ctx *ctx, tk_sym a, tk_sym b);
+tk_sym tk_sym_mul(tk_ctx *ctx, tk_sym a, int64_t k);
+tk_sym tk_sym_floordiv(tk_ctx *ctx, tk_sym a, int64_t k);
+tk_sym tk_sym_mod(tk_ctx *ctx, tk_sym a, int64_t k);
+tk_sym tk_sym_min(tk_ctx *ctx, tk_sym a, tk_sym b);
+tk_sym tk_sym_max(tk_ctx *ctx, tk_sym a, tk_sym b);
+
+/* Requirements a meta function states about its inputs. Eagerly they are checked at once and
+ * fail with a one-line message that includes `what` (e.g. "x dim 1 == weight dim 1"); in trace
+ * mode they become guards, simplified against the symbols' ranges (docs/formats/tkprog.md).
+ * Return 0 or a negative tk_error_code. */
+int tk_require_eq(tk_ctx *ctx, tk_sym a, tk_sym b, const char *what);
+int tk_require_range(tk_ctx *ctx, tk_sym a, int64_t min, int64_t max, const char *what);
+int tk_require_divisible(tk_ctx *ctx, tk_sym a, int64_t k, const char *what);
+
 /* Meta functions: output i gets dtype and shape (rank <= 8). Return 0 or a tk_error_code. */
 int tk_spec_set(tk_tensor_spec *spec, tk_dtype dtype, int rank, const int64_t *shape);
-/* Output gets t's dtype and shape. */
+int tk_spec_set_sym(tk_tensor_spec *spec, tk_dtype dtype, int rank, const tk_sym *shape);
+/* Output gets t's dtype and shape (symbolic or not). */
 int tk_spec_like(tk_tensor_spec *spec, const tk_tensor *t);
 
 /* The number of streaming multiprocessors of the context's GPU (1 on the CPU), to size grids. */
@@ -147,8 +185,12 @@ int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 b
  * allocated from the callee's meta function; returns its first output (owned by the caller),
  * or NULL with the error in tk_error_last(). */
 #define tk_call(ctx, name, ...)                                                     \
-    tk_call_op((ctx), (name), TK__NARG(__VA_ARGS__), (tk_tensor *const[]){__VA_ARGS__})
+    tk_call_op_at((ctx), (name), __FILE__, __LINE__, TK__NARG(__VA_ARGS__),         \
+                  (tk_tensor *const[]){__VA_ARGS__})
 tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs);
+/* tk_call_op with the caller's source location, which a traced program records per node. */
+tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
+                         tk_tensor *const *inputs);
 
 /* The three functions an op may have: the body (CUDA launches through tk_wrap), the CPU
  * fallback (same signature, CPU tensors) and the meta function (the shape rule). */

@@ -26,6 +26,16 @@ tk_tensor *tk_gelu(tk_ctx *ctx, tk_tensor *x);
  * (cuBLASLt on a GPU). */
 tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 
+/* Each helper is also a macro calling tk_call where it is used, so a traced program records the
+ * model's source line for the node (not kernels/'s); (tk_add)(...) or &tk_add reach the function. */
+#define tk_add(ctx, a, b) tk_call((ctx), "tk::add", (a), (b))
+#define tk_mul(ctx, a, b) tk_call((ctx), "tk::mul", (a), (b))
+#define tk_sin(ctx, x) tk_call((ctx), "tk::sin", (x))
+#define tk_cos(ctx, x) tk_call((ctx), "tk::cos", (x))
+#define tk_silu(ctx, x) tk_call((ctx), "tk::silu", (x))
+#define tk_gelu(ctx, x) tk_call((ctx), "tk::gelu", (x))
+#define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,227 @@
+/* The host sources of an export as one shared object: every .c under the PATHs compiled by the
+ * system C compiler against tkexport's headers, into a temporary folder. */
+#define _DEFAULT_SOURCE /* realpath, mkdtemp */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "exporter.h"
+#include "fsutil.h"
+
+extern char **environ;
+
+typedef struct list {
+    char **v;
+    size_t n, cap;
+} list;
+
+static int list_push(list *l, const char *s)
+{
+    if (l->n + 1 >= l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        char **p = realloc(l->v, cap * sizeof(*p));
+        if (!p)
+            return tk_error_set(TK_ENOMEM, "out of memory");
+        l->v = p;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(s)))
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    l->v[++l->n] = NULL;
+    return 0;
+}
+
+static void list_release(list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof(*l));
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The .c files under dir, recursively, as the analyzer walks folders: hidden folders and CMake
+ * build trees (a CMakeCache.txt) are skipped. */
+static int walk(list *out, const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/CMakeCache.txt", dir);
+    if (access(path, F_OK) == 0)
+        return 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return tk_error_set(TK_EIO, "cannot read folder '%s': %s", dir, strerror(errno));
+    list names = {0};
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) && !rc)
+        if (e->d_name[0] != '.')
+            rc = list_push(&names, e->d_name);
+    closedir(d);
+    if (names.n)
+        qsort(names.v, names.n, sizeof(char *), cmp_str);
+    for (size_t i = 0; i < names.n && !rc; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names.v[i]);
+        int isdir = tk_path_is_dir(path);
+        if (isdir == 1)
+            rc = walk(out, path);
+        else if (isdir == 0 && ends_with(names.v[i], ".c"))
+            rc = list_push(out, path);
+    }
+    list_release(&names);
+    return rc;
+}
+
+/* tkexport's include folder, found as the analyzer finds it: $TKEXPORT_INCLUDE_DIR, then
+ * <prefix>/share/tkexport/include beside the executable, then the source tree's. */
+static int include_dir(char *out, size_t n)
+{
+    char exe[PATH_MAX], share[PATH_MAX + 40], probe[PATH_MAX + 64];
+    share[0] = '\0';
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(share, sizeof share, "%s/../share/tkexport/include", exe);
+        }
+    }
+    const char *candidates[] = {getenv("TKEXPORT_INCLUDE_DIR"), share, TK_SOURCE_INCLUDE_DIR};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        if (!candidates[i] || !candidates[i][0])
+            continue;
+        snprintf(probe, sizeof probe, "%s/tk/program.h", candidates[i]);
+        if (access(probe, R_OK) == 0 && realpath(candidates[i], probe) && strlen(probe) < n) {
+            snprintf(out, n, "%s", probe);
+            return 0;
+        }
+    }
+    return tk_error_set(TK_ENOTFOUND, "cannot find tkexport's own headers (tk/program.h); set TKEXPORT_INCLUDE_DIR");
+}
+
+static int run(char *const *argv)
+{
+    pid_t pid;
+    int status, rc = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
+    if (rc != 0)
+        return tk_error_set(TK_ENOTFOUND, "cannot run the C compiler '%s': %s (set CC)", argv[0], strerror(rc));
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return tk_error_set(TK_EIO, "waiting for '%s': %s", argv[0], strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    if (WIFEXITED(status))
+        return tk_error_set(TK_EINVAL, "compiling the sources failed ('%s' exited with status %d; its messages are "
+                            "above)", argv[0], WEXITSTATUS(status));
+    return tk_error_set(TK_EINVAL, "compiling the sources failed ('%s' was killed by signal %d)", argv[0],
+                        WTERMSIG(status));
+}
+
+static int remove_tree(const char *path)
+{
+    if (tk_path_is_dir(path) == 1) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char sub[PATH_MAX];
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            remove_tree(sub);
+        }
+        if (d)
+            closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+void tk_export_compile_cleanup(char *so_path, char *tmpdir)
+{
+    if (tmpdir)
+        remove_tree(tmpdir);
+    free(so_path);
+    free(tmpdir);
+}
+
+int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, size_t n, int progress)
+{
+    list sources = {0}, argv = {0};
+    char inc[PATH_MAX], flag[PATH_MAX + 8], tmpl[PATH_MAX], so[PATH_MAX + 16];
+    *so_path = NULL;
+    *tmpdir = NULL;
+    int rc = include_dir(inc, sizeof inc);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n && !rc; i++) {
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s", paths[i]);
+        size_t len = strlen(p);
+        while (len > 1 && p[len - 1] == '/')
+            p[--len] = '\0';
+        int isdir = tk_path_is_dir(p);
+        if (isdir < 0)
+            rc = tk_error_set(TK_ENOTFOUND, "'%s' does not exist", paths[i]);
+        else if (isdir)
+            rc = walk(&sources, p);
+        else if (ends_with(p, ".c"))
+            rc = list_push(&sources, p);
+    }
+    if (rc)
+        goto done;
+    if (!sources.n) {
+        rc = tk_error_set(TK_ENOTFOUND, "no .c file under the given paths (a model is a .c file with TK_PROGRAM)");
+        goto done;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(tmpl, sizeof tmpl, "%s/tkexport-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(tmpl)) {
+        rc = tk_error_set(TK_EIO, "cannot create a temporary folder '%s': %s", tmpl, strerror(errno));
+        goto done;
+    }
+    if (!(*tmpdir = strdup(tmpl))) {
+        rmdir(tmpl);
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    snprintf(so, sizeof so, "%s/ops.so", tmpl);
+    snprintf(flag, sizeof flag, "-I%s", inc);
+    const char *cc = getenv("CC");
+    const char *fixed[] = {cc && cc[0] ? cc : "cc", "-std=c11", "-shared", "-fPIC", "-O1", flag, "-o", so};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0] && !rc; i++)
+        rc = list_push(&argv, fixed[i]);
+    for (size_t i = 0; i < sources.n && !rc; i++)
+        rc = list_push(&argv, sources.v[i]);
+    if (rc)
+        goto done;
+    if (progress)
+        fprintf(stderr, "tkexport export: compiling %zu source%s with %s\n", sources.n, sources.n == 1 ? "" : "s",
+                argv.v[0]);
+    if ((rc = run(argv.v)))
+        goto done;
+    if (!(*so_path = strdup(so)))
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+done:
+    if (rc && *tmpdir) {
+        tk_export_compile_cleanup(NULL, *tmpdir);
+        *tmpdir = NULL;
+    }
+    list_release(&sources);
+    list_release(&argv);
+    return rc;
+}

@@ -1,0 +1,1104 @@
+/* The exporter without a GPU: guards simplified against ranges (a table of cases), every
+ * constraint error, derived dimensions, program.json and .tkprog round trips (byte-identical),
+ * readers refusing other versions and damaged files, the eager vs traced equality of
+ * examples/mlp (a small interpreter runs the traced nodes), and tkexport export / inspect. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "tk_test.h"
+
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <tk/half.h>
+#include <tk/ops.h>
+#include <tk/program.h>
+#include <tk/runtime.h>
+
+#include "exporter.h"
+#include "safetensors.h"
+#include "sha256.h"
+#include "sym.h"
+
+extern char **environ;
+
+static const tk_device CPU = {TK_DEVICE_CPU, 0};
+
+#define assert_contains(haystack, needle)                                                            \
+    do {                                                                                             \
+        const char *tk__h = (haystack), *tk__n = (needle);                                           \
+        if (!tk__h || !strstr(tk__h, tk__n))                                                         \
+            fail_msg("'%s' does not contain '%s'", tk__h ? tk__h : "(null)", tk__n);                  \
+    } while (0)
+
+/* ---- test ops ------------------------------------------------------------------------------ */
+
+/* test::require states one requirement, chosen by the current case, then returns x. */
+typedef enum { REQ_EQ, REQ_RANGE, REQ_DIV } req_kind;
+typedef enum {
+    L_BATCH, L_2BATCH, L_8BATCH, L_2BATCH_PLUS_1, L_STATIC, L_BATCH_PLUS_SEQ, L_BATCH_PLUS_1020, L_BATCH_DIV4
+} lhs_kind;
+typedef enum { R_CONST, R_BATCH, R_SEQ } rhs_kind;
+
+typedef struct req_case {
+    const char *name;
+    req_kind kind;
+    lhs_kind lhs;
+    rhs_kind rhs; /* EQ: the other side (R_CONST: v) */
+    int64_t v, lo, hi; /* EQ: v; RANGE: [lo, hi]; DIV: lo is the divisor */
+    /* expected */
+    int ok;
+    const char *text;   /* ok: the one guard recorded (NULL: none); else a part of the error */
+    int64_t bmin, bmax; /* ok: batch's recorded range */
+    const char *note;   /* ok: a part of the one note (NULL: none) */
+} req_case;
+
+static const req_case *g_case;
+
+static tk_sym lhs_of(tk_ctx *ctx, tk_tensor *const *in, lhs_kind k)
+{
+    tk_sym b = tk_tensor_sym(in[0], 0), s = tk_tensor_sym(in[1], 0);
+    switch (k) {
+    case L_BATCH: return b;
+    case L_2BATCH: return tk_sym_mul(ctx, b, 2);
+    case L_8BATCH: return tk_sym_mul(ctx, b, 8);
+    case L_2BATCH_PLUS_1: return tk_sym_add(ctx, tk_sym_mul(ctx, b, 2), TK_SYM(1));
+    case L_STATIC: return tk_tensor_sym(in[0], 1);
+    case L_BATCH_PLUS_SEQ: return tk_sym_add(ctx, b, s);
+    case L_BATCH_PLUS_1020: return tk_sym_add(ctx, b, TK_SYM(1020));
+    case L_BATCH_DIV4: return tk_sym_floordiv(ctx, b, 4);
+    }
+    return TK_SYM(-1);
+}
+
+static int require_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    const req_case *c = g_case;
+    tk_sym a = lhs_of(ctx, in, c->lhs);
+    int err = 0;
+    switch (c->kind) {
+    case REQ_EQ: {
+        tk_sym b = c->rhs == R_CONST ? TK_SYM(c->v) : tk_tensor_sym(in[c->rhs == R_BATCH ? 0 : 1], 0);
+        err = tk_require_eq(ctx, a, b, c->name);
+        break;
+    }
+    case REQ_RANGE: err = tk_require_range(ctx, a, c->lo, c->hi, c->name); break;
+    case REQ_DIV: err = tk_require_divisible(ctx, a, c->lo, c->name); break;
+    }
+    return err ? err : tk_spec_like(out[0], in[0]);
+}
+
+static int copy_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    (void)ctx;
+    memcpy(tk_tensor_data(out[0]), tk_tensor_data(in[0]), tk_tensor_nbytes(in[0]));
+    return 0;
+}
+
+TK_OP(require_op, "test::require", "(Tensor x, Tensor y) -> Tensor", .meta = require_meta, .cpu = copy_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
+/* test::dup_rows: x [rows, cols] -> [2*rows, cols], x stacked on itself (a derived dimension). */
+static int dup_rows_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    if (tk_tensor_rank(in[0]) != 2)
+        return tk_error_set(TK_EINVAL, "test::dup_rows takes a matrix");
+    tk_sym shape[2] = {tk_sym_mul(ctx, tk_tensor_sym(in[0], 0), 2), tk_tensor_sym(in[0], 1)};
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(in[0]), 2, shape);
+}
+
+static int dup_rows_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    (void)ctx;
+    size_t n = tk_tensor_nbytes(in[0]);
+    memcpy(tk_tensor_data(out[0]), tk_tensor_data(in[0]), n);
+    memcpy((char *)tk_tensor_data(out[0]) + n, tk_tensor_data(in[0]), n);
+    return 0;
+}
+
+TK_OP(dup_rows_op, "test::dup_rows", "(Tensor x) -> Tensor", .meta = dup_rows_meta, .cpu = dup_rows_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
+/* No meta function: eagerly shaped like its input, refused by export. */
+TK_OP(nometa_op, "test::nometa", "(Tensor x) -> Tensor", .cpu = copy_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
+/* ---- test programs ------------------------------------------------------------------------- */
+
+static int g_require_line;
+
+TK_PROGRAM(guards_prog, "guards", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 1024), 16),
+           TK_INPUT("y", TK_F32, TK_DIM("seq", 1, 512), 16))
+{
+    g_require_line = __LINE__; out[0] = tk_call(ctx, "test::require", in[0], in[1]);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(derived_prog, "derived", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 64), 3))
+{
+    tk_tensor *y = tk_call(ctx, "test::dup_rows", in[0]);
+    if (!y)
+        return TK_EINVAL;
+    out[0] = tk_call(ctx, "test::dup_rows", y);
+    tk_tensor_free(y);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(shared_prog, "shared", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 1024), 16),
+           TK_INPUT("y", TK_F32, TK_DIM("batch", 1, 1024), 16))
+{
+    out[0] = tk_call(ctx, "test::require", in[0], in[1]);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(shared_bad_prog, "shared_bad", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 1024), 16),
+           TK_INPUT("y", TK_F32, TK_DIM("batch", 1, 512), 16))
+{
+    out[0] = tk_call(ctx, "test::require", in[0], in[1]);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(unknown_op_prog, "unknown_op", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    out[0] = tk_call(ctx, "test::no_such_op", in[0]);
+    return out[0] ? 0 : TK_ENOTFOUND;
+}
+
+TK_PROGRAM(nometa_prog, "nometa", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    out[0] = tk_call(ctx, "test::nometa", in[0]);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(own_tensor_prog, "own_tensor", TK_INPUT("x", TK_F32, 2, 4))
+{
+    tk_tensor *t = NULL;
+    const int64_t shape[] = {2, 4};
+    int rc = tk_tensor_new(&t, NULL, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 2, shape);
+    if (rc)
+        return rc;
+    out[0] = tk_call(ctx, "test::dup_rows", t);
+    tk_tensor_free(t);
+    (void)in;
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(no_output_prog, "no_output", TK_INPUT("x", TK_F32, 2))
+{
+    (void)ctx, (void)in, (void)out;
+    return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------------------- */
+
+static tk_program_model *trace_ok(const char *name, const char *weights)
+{
+    tk_program_model *m = NULL;
+    const tk_program_def *def = tk_program_find(name);
+    if (!def)
+        fail_msg("program '%s' is not registered", name);
+    tk_assert_ok(tk_export_trace(&m, def, weights));
+    return m;
+}
+
+static int trace_rc(const char *name, const char *weights)
+{
+    tk_program_model *m = NULL;
+    const tk_program_def *def = tk_program_find(name);
+    if (!def)
+        fail_msg("program '%s' is not registered", name);
+    int rc = tk_export_trace(&m, def, weights);
+    assert_true(rc != 0 ? m == NULL : m != NULL);
+    tk_program_model_free(m);
+    return rc;
+}
+
+/* xorshift32: the same numbers on every machine */
+static uint32_t g_rand = 0x2545f491u;
+static float uniform(float lo, float hi)
+{
+    g_rand ^= g_rand << 13;
+    g_rand ^= g_rand >> 17;
+    g_rand ^= g_rand << 5;
+    return lo + (hi - lo) * (float)(g_rand >> 8) * (1.0f / 16777216.0f);
+}
+
+static tk_tensor *random_tensor(tk_dtype dtype, int rank, const int64_t *shape)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, CPU, dtype, rank, shape));
+    for (int64_t i = 0; i < tk_numel(t); i++) {
+        float v = uniform(-1.0f, 1.0f);
+        if (dtype == TK_BF16)
+            ((uint16_t *)tk_tensor_data(t))[i] = tk_f32_to_bf16(v);
+        else
+            ((float *)tk_tensor_data(t))[i] = v;
+    }
+    return t;
+}
+
+/* The file's bytes plus a NUL (length in *len when len is not NULL), or NULL. */
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)n + 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    if (buf)
+        buf[n] = '\0';
+    if (buf && len)
+        *len = (size_t)n;
+    fclose(f);
+    return buf;
+}
+
+static char *read_whole(const char *path) { return read_file(path, NULL); }
+
+/* The 1-based number of the first line of path containing needle, or 0. */
+static int line_of(const char *path, const char *needle)
+{
+    char *text = read_whole(path);
+    int line = 1, found = 0;
+    const char *at = text ? strstr(text, needle) : NULL;
+    for (const char *p = text; at && p < at; p++)
+        line += *p == '\n';
+    if (at)
+        found = line;
+    free(text);
+    return found;
+}
+
+/* A fresh temporary folder (removed by rm_tree). */
+static char *temp_dir(void)
+{
+    char tmpl[] = "/tmp/tk-exporter-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    assert_non_null(d);
+    return strdup(d);
+}
+
+static void rm_tree(char *dir)
+{
+    char *argv[] = {"rm", "-rf", dir, NULL};
+    pid_t pid;
+    int status;
+    if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ) == 0)
+        waitpid(pid, &status, 0);
+    free(dir);
+}
+
+/* ---- guards ------------------------------------------------------------------------------- */
+
+static const req_case guard_cases[] = {
+    /* always true: dropped */
+    {"eq_same_dim", REQ_EQ, L_BATCH, R_BATCH, 0, 0, 0, 1, NULL, 1, 1024, NULL},
+    {"eq_static_dims", REQ_EQ, L_STATIC, R_CONST, 16, 0, 0, 1, NULL, 1, 1024, NULL},
+    {"range_holds", REQ_RANGE, L_BATCH, R_CONST, 0, 0, 4096, 1, NULL, 1, 1024, NULL},
+    {"div_always", REQ_DIV, L_8BATCH, R_CONST, 0, 4, 0, 1, NULL, 1, 1024, NULL},
+    /* narrowing */
+    {"range_narrows", REQ_RANGE, L_BATCH, R_CONST, 0, 1, 512, 1, NULL, 1, 512,
+     "dim 'batch' narrowed from [1, 1024] to [1, 512] by op 'test::require'"},
+    {"range_narrows_derived", REQ_RANGE, L_2BATCH, R_CONST, 0, 0, 100, 1, NULL, 1, 50,
+     "dim 'batch' narrowed from [1, 1024] to [1, 50]"},
+    {"range_narrows_low", REQ_RANGE, L_BATCH, R_CONST, 0, 16, INT64_MAX, 1, NULL, 16, 1024, "to [16, 1024]"},
+    /* recorded guards */
+    {"div_guard", REQ_DIV, L_BATCH, R_CONST, 0, 8, 0, 1, "batch % 8 == 0", 1, 1024, NULL},
+    {"eq_two_symbols", REQ_EQ, L_BATCH, R_SEQ, 0, 0, 0, 1, "batch == seq", 1, 1024, NULL},
+    {"range_two_symbols", REQ_RANGE, L_BATCH_PLUS_SEQ, R_CONST, 0, 2, 100, 1, "2 <= batch + seq <= 100", 1, 1024,
+     NULL},
+    {"div_nonlinear", REQ_DIV, L_BATCH_DIV4, R_CONST, 0, 2, 0, 1, "== 0", 1, 1024, NULL},
+    /* forcing a dynamic dimension to a constant */
+    {"eq_forces", REQ_EQ, L_BATCH, R_CONST, 8, 0, 0, 0,
+     "dim 'batch' (input 'x' dim 0, declared dynamic in [1, 1024]) is forced to 8 by op 'test::require'", 0, 0, NULL},
+    {"eq_derived_forces", REQ_EQ, L_2BATCH, R_CONST, 16, 0, 0, 0, "is forced to 8 by op", 0, 0, NULL},
+    {"range_forces", REQ_RANGE, L_BATCH, R_CONST, 0, 8, 8, 0, "is forced to 8", 0, 0, NULL},
+    {"div_forces", REQ_DIV, L_BATCH_PLUS_1020, R_CONST, 0, 1024, 0, 0,
+     "is forced to 4 by op 'test::require' at ", 0, 0, NULL},
+    /* never true */
+    {"eq_outside_range", REQ_EQ, L_BATCH, R_CONST, 2000, 0, 0, 0,
+     "requires batch == 2000 (eq_outside_range), which never holds for 'batch' in [1, 1024]", 0, 0, NULL},
+    {"eq_no_whole_value", REQ_EQ, L_2BATCH, R_CONST, 7, 0, 0, 0,
+     "requires 2*batch == 7 (eq_no_whole_value), which never holds (no whole value of 'batch' solves it)", 0, 0, NULL},
+    {"range_two_symbols_never", REQ_RANGE, L_BATCH_PLUS_SEQ, R_CONST, 0, 5000, 6000, 0,
+     "requires batch + seq in [5000, 6000] (range_two_symbols_never), which never holds for 'batch' in [1, 1024] and "
+     "'seq' in [1, 512] (batch + seq lies in [2, 1536])", 0, 0, NULL},
+    {"div_never", REQ_DIV, L_2BATCH_PLUS_1, R_CONST, 0, 2, 0, 0,
+     "requires (2*batch + 1) % 2 == 0 (div_never), which never holds", 0, 0, NULL},
+    {"eq_static_never", REQ_EQ, L_STATIC, R_CONST, 32, 0, 0, 0, "eq_static_never does not hold (16 vs 32)", 0, 0, NULL},
+    {"range_leaves_nothing", REQ_RANGE, L_BATCH, R_CONST, 0, 2000, 4000, 0,
+     "must lie in [2000, 4000] for op 'test::require'", 0, 0, NULL},
+    {"div_static_never", REQ_DIV, L_STATIC, R_CONST, 0, 5, 0, 0, "16 is not a multiple of 5", 0, 0, NULL},
+    {"div_by_zero", REQ_DIV, L_BATCH, R_CONST, 0, 0, 0, 0, "divisor 0", 0, 0, NULL},
+};
+
+static void guards__table_of_cases(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof guard_cases / sizeof guard_cases[0]; i++) {
+        const req_case *c = &guard_cases[i];
+        tk_program_model *m = NULL;
+        g_case = c;
+        int rc = tk_export_trace(&m, tk_program_find("guards"), NULL);
+        if (!c->ok) {
+            if (rc == 0)
+                fail_msg("case %s: traced, expected an error containing '%s'", c->name, c->text);
+            if (!strstr(tk_error_last(), c->text))
+                fail_msg("case %s: error '%s' does not contain '%s'", c->name, tk_error_last(), c->text);
+            if (!strstr(tk_error_last(), "cannot export 'guards': "))
+                fail_msg("case %s: error '%s' does not name the program", c->name, tk_error_last());
+            if (strchr(tk_error_last(), '\n'))
+                fail_msg("case %s: error '%s' has more than one line", c->name, tk_error_last());
+            assert_null(m);
+            continue;
+        }
+        if (rc)
+            fail_msg("case %s: %s", c->name, tk_error_last());
+        if (c->text && (m->nguards != 1 || !strstr(m->guards[0], c->text)))
+            fail_msg("case %s: %zu guards, the first '%s', expected one with '%s'", c->name, m->nguards,
+                     m->nguards ? m->guards[0] : "", c->text);
+        if (!c->text && m->nguards)
+            fail_msg("case %s: guard '%s' recorded, expected none", c->name, m->guards[0]);
+        const tk_pm_symbol *b = tk_pm_find_symbol(m, "batch");
+        assert_non_null(b);
+        if (b->min != c->bmin || b->max != c->bmax)
+            fail_msg("case %s: batch in [%lld, %lld], expected [%lld, %lld]", c->name, (long long)b->min,
+                     (long long)b->max, (long long)c->bmin, (long long)c->bmax);
+        if (c->note && (m->nnotes != 1 || !strstr(m->notes[0], c->note)))
+            fail_msg("case %s: notes %zu '%s', expected one with '%s'", c->name, m->nnotes,
+                     m->nnotes ? m->notes[0] : "", c->note);
+        if (!c->note && m->nnotes)
+            fail_msg("case %s: note '%s', expected none", c->name, m->notes[0]);
+        tk_program_model_free(m);
+    }
+}
+
+/* The whole message of a dimension forced to a constant: dimension, declaration, value, op, the
+ * model's source line, the requirement and both fixes. */
+static void guards__forcing_message_names_dim_op_line_and_fix(void **state)
+{
+    (void)state;
+    static const req_case c = {"x dim 0 == 8", REQ_EQ, L_BATCH, R_CONST, 8, 0, 0, 0, NULL, 0, 0, NULL};
+    char expect[512];
+    g_case = &c;
+    assert_int_equal(trace_rc("guards", NULL), TK_EINVAL);
+    snprintf(expect, sizeof expect, "test_exporter.c:%d (x dim 0 == 8); declare it static (8) or make the model "
+             "accept any batch", g_require_line);
+    assert_contains(tk_error_last(), "cannot export 'guards': dim 'batch' (input 'x' dim 0, declared dynamic in [1, "
+                                     "1024]) is forced to 8 by op 'test::require' at ");
+    assert_contains(tk_error_last(), expect);
+}
+
+static void guards__range_leaving_nothing_says_which_range_works(void **state)
+{
+    (void)state;
+    static const req_case c = {"x dim 0 >= 2000", REQ_RANGE, L_BATCH, R_CONST, 0, 2000, 4000, 0, NULL, 0, 0, NULL};
+    g_case = &c;
+    assert_int_equal(trace_rc("guards", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "dim 'batch' (input 'x' dim 0, declared dynamic in [1, 1024]) must lie in [2000, "
+                                     "4000] for op 'test::require' at ");
+    assert_contains(tk_error_last(), "(x dim 0 >= 2000), which leaves nothing of its range [1, 1024]; declare its "
+                                     "range within [2000, 4000]");
+}
+
+/* A guard repeated by two calls is recorded once; a narrowing stays for later requirements. */
+static void guards__same_name_in_two_inputs_is_one_symbol(void **state)
+{
+    (void)state;
+    static const req_case c = {"x dim 0 == y dim 0", REQ_EQ, L_BATCH, R_SEQ, 0, 0, 0, 1, NULL, 1, 1024, NULL};
+    g_case = &c;
+    tk_program_model *m = trace_ok("shared", NULL);
+    assert_int_equal(m->nsymbols, 1);
+    assert_string_equal(m->symbols[0].name, "batch");
+    assert_int_equal(m->nguards, 0); /* batch == batch */
+    assert_string_equal(m->inputs[0].dims[0].expr, "batch");
+    assert_string_equal(m->inputs[1].dims[0].expr, "batch");
+    tk_program_model_free(m);
+
+    assert_int_equal(trace_rc("shared_bad", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "dim 'batch' is declared in [1, 1024] by input 'x' dim 0 and in [1, 512] by "
+                                     "input 'y' dim 0");
+}
+
+/* ---- derived dimensions ------------------------------------------------------------------- */
+
+static void derived__dims_are_expressions_over_symbols(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("derived", NULL);
+    assert_int_equal(m->nnodes, 2);
+    assert_string_equal(m->nodes[0].outputs[0].dims[0].expr, "2*batch");
+    assert_null(m->nodes[0].outputs[0].dims[1].expr);
+    assert_int_equal(m->nodes[0].outputs[0].dims[1].value, 3);
+    assert_string_equal(m->nodes[1].outputs[0].dims[0].expr, "4*batch");
+    assert_string_equal(m->outputs[0].dims[0].expr, "4*batch");
+    assert_int_equal(m->nodes[1].inputs[0], m->nodes[0].outputs[0].id);
+    /* through program.json and back */
+    char *json = NULL, *again = NULL;
+    tk_program_model *r = NULL;
+    tk_assert_ok(tk_program_json_write(&json, m));
+    tk_assert_ok(tk_program_json_read(&r, json, strlen(json), "'derived'"));
+    tk_assert_ok(tk_program_json_write(&again, r));
+    assert_string_equal(json, again);
+    assert_string_equal(r->outputs[0].dims[0].expr, "4*batch");
+    free(json);
+    free(again);
+    tk_program_model_free(r);
+    tk_program_model_free(m);
+}
+
+/* ---- other trace errors -------------------------------------------------------------------- */
+
+static void trace__bad_models_get_one_line_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(trace_rc("unknown_op", NULL), TK_ENOTFOUND);
+    assert_contains(tk_error_last(), "cannot export 'unknown_op': op 'test::no_such_op' is not registered");
+    assert_int_equal(trace_rc("nometa", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "op 'test::nometa'");
+    assert_contains(tk_error_last(), "has no meta function");
+    assert_int_equal(trace_rc("own_tensor", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "a tensor the model made itself");
+    assert_int_equal(trace_rc("no_output", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "the model set no output");
+}
+
+/* ---- a tiny interpreter of traced programs ------------------------------------------------ */
+
+/* Runs a traced program on the CPU: its nodes in order through tk_op_run, parameters from the
+ * model's own weights; every value's shape is checked against its symbolic shape evaluated at
+ * the inputs' sizes. Returns the first output (the caller's). */
+static tk_tensor *interpret(const tk_program_model *m, tk_tensor *const *inputs)
+{
+    tk_ctx *ctx = NULL;
+    tk_safetensors *st = NULL;
+    int maxid = 0;
+    tk_assert_ok(tk_ctx_new(&ctx, CPU));
+    for (size_t i = 0; i < m->ninputs; i++)
+        maxid = m->inputs[i].id > maxid ? m->inputs[i].id : maxid;
+    for (size_t i = 0; i < m->nparams; i++)
+        maxid = m->params[i].id > maxid ? m->params[i].id : maxid;
+    for (size_t i = 0; i < m->nnodes; i++)
+        for (int j = 0; j < m->nodes[i].nout; j++)
+            maxid = m->nodes[i].outputs[j].id > maxid ? m->nodes[i].outputs[j].id : maxid;
+    tk_tensor **vals = calloc((size_t)maxid + 1, sizeof(*vals));
+    unsigned char *borrowed = calloc((size_t)maxid + 1, 1);
+    /* symbols bound from the inputs */
+    const char *names[64];
+    tk_sym vars[64];
+    int64_t values[64];
+    int nsym = (int)m->nsymbols;
+    for (int s = 0; s < nsym; s++) {
+        names[s] = m->symbols[s].name;
+        vars[s] = tk_sym_var(ctx, names[s], m->symbols[s].min, m->symbols[s].max);
+        values[s] = -1;
+        for (size_t i = 0; i < m->ninputs; i++)
+            for (int d = 0; d < m->inputs[i].rank; d++)
+                if (m->inputs[i].dims[d].expr && !strcmp(m->inputs[i].dims[d].expr, names[s]))
+                    values[s] = tk_tensor_dim(inputs[i], d);
+        assert_in_range(values[s], m->symbols[s].min, m->symbols[s].max);
+    }
+    for (size_t i = 0; i < m->ninputs; i++) {
+        vals[m->inputs[i].id] = inputs[i];
+        borrowed[m->inputs[i].id] = 1;
+    }
+    tk_assert_ok(tk_safetensors_parse(&st, m->weights, m->weights_len, "weights"));
+    for (size_t i = 0; i < m->nparams; i++)
+        tk_assert_ok(tk_safetensors_load(&vals[m->params[i].id], NULL, CPU, st,
+                                         tk_safetensors_find(st, m->params[i].name)));
+    for (size_t i = 0; i < m->nnodes; i++) {
+        const tk_pm_node *n = &m->nodes[i];
+        tk_tensor *ins[16] = {0}, *outs[16] = {0};
+        for (int j = 0; j < n->nin; j++)
+            ins[j] = n->inputs[j] >= 0 ? vals[n->inputs[j]] : NULL;
+        tk_assert_ok(tk_op_run(ctx, n->op, ins, n->nin, outs, n->nout));
+        for (int j = 0; j < n->nout; j++) {
+            const tk_pm_value *v = &n->outputs[j];
+            assert_int_equal(tk_tensor_dtype(outs[j]), v->dtype);
+            assert_int_equal(tk_tensor_rank(outs[j]), v->rank);
+            for (int d = 0; d < v->rank; d++) {
+                int64_t want = v->dims[d].value;
+                if (v->dims[d].expr) {
+                    tk_sym s;
+                    tk_assert_ok(tk_sym_parse(ctx, v->dims[d].expr, names, vars, nsym, &s));
+                    tk_assert_ok(tk_sym_eval(s, names, values, nsym, &want));
+                }
+                assert_int_equal(tk_tensor_dim(outs[j], d), want);
+            }
+            vals[v->id] = outs[j];
+        }
+    }
+    tk_tensor *result = vals[m->outputs[0].id];
+    vals[m->outputs[0].id] = NULL;
+    for (int i = 0; i <= maxid; i++)
+        if (!borrowed[i])
+            tk_tensor_free(vals[i]);
+    free(vals);
+    free(borrowed);
+    tk_safetensors_free(st);
+    tk_ctx_free(ctx);
+    return result;
+}
+
+/* ---- weights ------------------------------------------------------------------------------- */
+
+#ifdef TK_MLP_WEIGHTS
+/* A safetensors file of the four mlp parameters, one of them with another shape or left out. */
+static char *write_mlp_weights(const char *dir, const char *file, const char *skip, const char *reshape)
+{
+    static const struct {
+        const char *name;
+        int rank;
+        int64_t shape[2];
+    } params[] = {{"linear1.weight", 2, {64, 128}}, {"linear1.bias", 1, {64}}, {"linear2.weight", 2, {128, 64}},
+                  {"linear2.bias", 1, {128}}};
+    const char *names[4];
+    tk_tensor *ts[4];
+    size_t n = 0;
+    for (size_t i = 0; i < 4; i++) {
+        if (skip && !strcmp(skip, params[i].name))
+            continue;
+        int64_t shape[2] = {params[i].shape[0], params[i].shape[1]};
+        if (reshape && !strcmp(reshape, params[i].name))
+            shape[params[i].rank - 1] += 4;
+        names[n] = params[i].name;
+        ts[n++] = random_tensor(TK_BF16, params[i].rank, shape);
+    }
+    char *path = malloc(strlen(dir) + strlen(file) + 2);
+    sprintf(path, "%s/%s", dir, file);
+    tk_assert_ok(tk_safetensors_write(path, n, names, ts));
+    for (size_t i = 0; i < n; i++)
+        tk_tensor_free(ts[i]);
+    return path;
+}
+
+static void weights__missing_misshaped_and_corrupt_are_refused(void **state)
+{
+    (void)state;
+    char *dir = temp_dir();
+    char *missing = write_mlp_weights(dir, "missing.safetensors", "linear2.bias", NULL);
+    char *misshaped = write_mlp_weights(dir, "misshaped.safetensors", NULL, "linear1.weight");
+    char corrupt[512];
+
+    assert_int_equal(trace_rc("mlp", missing), TK_ENOTFOUND);
+    assert_contains(tk_error_last(), "cannot export 'mlp': parameter 'linear2.bias' is not in '");
+
+    assert_int_equal(trace_rc("mlp", misshaped), TK_EINVAL);
+    assert_contains(tk_error_last(), "cannot export 'mlp': ");
+    assert_contains(tk_error_last(), "weight is [64, 132] but x has 128 features");
+
+    assert_int_equal(trace_rc("mlp", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "parameter 'linear1.weight' needs a weights file");
+
+    /* the file cut short: the reader's validation names it */
+    char *bytes = read_whole(misshaped);
+    snprintf(corrupt, sizeof corrupt, "%s/corrupt.safetensors", dir);
+    FILE *f = fopen(corrupt, "wb");
+    assert_non_null(f);
+    fwrite(bytes, 1, 100, f);
+    fclose(f);
+    assert_true(trace_rc("mlp", corrupt) != 0);
+    assert_contains(tk_error_last(), "cannot export 'mlp': ");
+    assert_contains(tk_error_last(), "corrupt.safetensors");
+    assert_null(strchr(tk_error_last(), '\n'));
+    free(bytes);
+    free(missing);
+    free(misshaped);
+    rm_tree(dir);
+}
+
+/* ---- the mlp: round trips, program.json, eager vs traced ---------------------------------- */
+
+/* The mlp traced with the generated weights and completed by the analyzer on examples/mlp. */
+static tk_program_model *mlp_model(void)
+{
+    tk_program_model *m = trace_ok("mlp", TK_MLP_WEIGHTS);
+    const char *paths[] = {"examples/mlp"};
+    tk_analyze_options opts = TK_ANALYZE_OPTIONS_INIT;
+    tk_assert_ok(tk_export_closure(m, &opts, paths, 1));
+    return m;
+}
+
+static void tkprog__write_read_write_is_byte_identical(void **state)
+{
+    (void)state;
+    tk_program_model *m = mlp_model(), *r = NULL, *r2 = NULL;
+    void *a = NULL, *b = NULL, *c = NULL;
+    size_t na, nb, nc;
+    tk_assert_ok(tk_tkprog_write_mem(&a, &na, m));
+    tk_assert_ok(tk_tkprog_read_mem(&r, a, na, "'mlp.tkprog'"));
+    tk_assert_ok(tk_tkprog_write_mem(&b, &nb, r));
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na);
+    /* and through a file, twice */
+    char *dir = temp_dir(), path[512];
+    snprintf(path, sizeof path, "%s/mlp.tkprog", dir);
+    tk_assert_ok(tk_tkprog_write(r, path));
+    tk_assert_ok(tk_tkprog_read(&r2, path));
+    tk_assert_ok(tk_tkprog_write_mem(&c, &nc, r2));
+    assert_int_equal(na, nc);
+    assert_memory_equal(a, c, na);
+    /* the weights are the parameters' bytes, unchanged */
+    tk_safetensors *orig = NULL, *kept = NULL;
+    tk_assert_ok(tk_safetensors_open(&orig, TK_MLP_WEIGHTS));
+    tk_assert_ok(tk_safetensors_parse(&kept, r2->weights, r2->weights_len, "kept"));
+    assert_int_equal(tk_safetensors_count(kept), 4);
+    for (size_t i = 0; i < tk_safetensors_count(kept); i++) {
+        const tk_safetensors_entry *k = tk_safetensors_at(kept, i), *o = tk_safetensors_find(orig, k->name);
+        assert_non_null(o);
+        assert_string_equal(k->dtype, "BF16");
+        assert_int_equal(k->end - k->begin, o->end - o->begin);
+        assert_memory_equal(k->data, o->data, k->end - k->begin);
+    }
+    tk_safetensors_free(orig);
+    tk_safetensors_free(kept);
+    free(a);
+    free(b);
+    free(c);
+    tk_program_model_free(m);
+    tk_program_model_free(r);
+    tk_program_model_free(r2);
+    rm_tree(dir);
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!v)
+        fail_msg("no '%s' in program.json", k);
+    return v;
+}
+
+static void program_json__has_every_field(void **state)
+{
+    (void)state;
+    tk_program_model *m = mlp_model();
+    char *json = NULL;
+    tk_assert_ok(tk_program_json_write(&json, m));
+    cJSON *doc = cJSON_Parse(json);
+    assert_non_null(doc);
+    /* keys in their fixed order */
+    static const char *const keys[] = {"format", "version", "program", "symbols", "inputs", "outputs", "parameters",
+                                       "nodes", "guards", "notes", "ops", "sources"};
+    const cJSON *it = doc->child;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++, it = it->next) {
+        assert_non_null(it);
+        assert_string_equal(it->string, keys[i]);
+    }
+    assert_null(it);
+    assert_string_equal(get(doc, "format")->valuestring, "tkprog");
+    assert_int_equal(get(doc, "version")->valueint, 1);
+    assert_string_equal(get(doc, "program")->valuestring, "mlp");
+    const cJSON *sym = cJSON_GetArrayItem(get(doc, "symbols"), 0);
+    assert_string_equal(get(sym, "name")->valuestring, "batch");
+    assert_int_equal(get(sym, "min")->valueint, 1);
+    assert_int_equal(get(sym, "max")->valueint, 1024);
+    const cJSON *x = cJSON_GetArrayItem(get(doc, "inputs"), 0);
+    assert_string_equal(get(x, "name")->valuestring, "x");
+    assert_string_equal(get(x, "dtype")->valuestring, "bf16");
+    assert_string_equal(cJSON_GetArrayItem(get(x, "shape"), 0)->valuestring, "batch");
+    assert_int_equal(cJSON_GetArrayItem(get(x, "shape"), 1)->valueint, 128);
+    const cJSON *params = get(doc, "parameters");
+    assert_int_equal(cJSON_GetArraySize(params), 4);
+    assert_string_equal(get(cJSON_GetArrayItem(params, 0), "name")->valuestring, "linear1.weight");
+    const cJSON *nodes = get(doc, "nodes");
+    assert_int_equal(cJSON_GetArraySize(nodes), 3);
+    static const char *const ops[] = {"tk::linear", "custom_ops::silu", "tk::linear"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *n = cJSON_GetArrayItem(nodes, i);
+        assert_string_equal(get(n, "op")->valuestring, ops[i]);
+        assert_true(cJSON_IsObject(get(n, "attrs")));
+        assert_true(get(get(n, "source"), "line")->valueint > 0);
+        const cJSON *o = cJSON_GetArrayItem(get(n, "outputs"), 0);
+        assert_string_equal(get(o, "dtype")->valuestring, "bf16");
+        assert_string_equal(cJSON_GetArrayItem(get(o, "shape"), 0)->valuestring, "batch");
+    }
+    /* every node carries the model's own source line, tk_linear's too */
+    static const char *const calls[] = {"tk_linear(ctx, in[0]", "tk_call(ctx, \"custom_ops::silu\"",
+                                        "tk_linear(ctx, a"};
+    for (int i = 0; i < 3; i++) {
+        const cJSON *src = get(cJSON_GetArrayItem(nodes, i), "source");
+        assert_string_equal(get(src, "file")->valuestring, "examples/mlp/model.c");
+        assert_int_equal(get(src, "line")->valueint, line_of("examples/mlp/model.c", calls[i]));
+    }
+    const cJSON *out = cJSON_GetArrayItem(get(doc, "outputs"), 0);
+    assert_int_equal(get(out, "id")->valueint,
+                     get(cJSON_GetArrayItem(get(cJSON_GetArrayItem(nodes, 2), "outputs"), 0), "id")->valueint);
+    const cJSON *optab = get(doc, "ops");
+    assert_int_equal(cJSON_GetArraySize(optab), 2);
+    const cJSON *silu = cJSON_GetArrayItem(optab, 0), *lin = cJSON_GetArrayItem(optab, 1);
+    assert_string_equal(get(silu, "name")->valuestring, "custom_ops::silu");
+    assert_string_equal(get(silu, "schema")->valuestring, "(Tensor x) -> Tensor");
+    assert_string_equal(get(silu, "function")->valuestring, "silu_op");
+    assert_string_equal(get(silu, "file")->valuestring, "examples/mlp/silu_op.c");
+    assert_string_equal(cJSON_GetArrayItem(get(silu, "kernels"), 0)->valuestring, "silu_kernel");
+    assert_true(cJSON_IsFalse(get(silu, "builtin")));
+    assert_string_equal(get(lin, "name")->valuestring, "tk::linear");
+    assert_true(cJSON_IsTrue(get(lin, "builtin")));
+    assert_string_equal(get(lin, "file")->valuestring, "<builtin>");
+    const cJSON *sources = get(doc, "sources");
+    assert_int_equal(cJSON_GetArraySize(sources), 2);
+    assert_string_equal(get(cJSON_GetArrayItem(sources, 0), "path")->valuestring, "examples/mlp/silu.cu");
+    assert_string_equal(get(cJSON_GetArrayItem(sources, 1), "path")->valuestring, "examples/mlp/silu_op.c");
+    char *text = read_whole("examples/mlp/silu_op.c");
+    char hex[65];
+    tk_sha256_hex(text, strlen(text), hex);
+    assert_string_equal(get(cJSON_GetArrayItem(sources, 1), "sha256")->valuestring, hex);
+    free(text);
+    cJSON_Delete(doc);
+    free(json);
+    tk_program_model_free(m);
+}
+
+/* A zip holding these entries (name, bytes; lens NULL: texts) in this order. */
+static void *make_zip(size_t *len, const char *const *names, const char *const *texts, const size_t *lens, size_t n)
+{
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_source_t *src = zip_source_buffer_create(NULL, 0, 0, &ze);
+    zip_source_keep(src);
+    zip_t *za = zip_open_from_source(src, ZIP_TRUNCATE, &ze);
+    assert_non_null(za);
+    for (size_t i = 0; i < n; i++) {
+        zip_source_t *s = zip_source_buffer(za, texts[i], lens ? lens[i] : strlen(texts[i]), 0);
+        assert_true(zip_file_add(za, names[i], s, 0) >= 0);
+    }
+    assert_int_equal(zip_close(za), 0);
+    zip_source_open(src);
+    zip_source_seek(src, 0, SEEK_END);
+    zip_int64_t size = zip_source_tell(src);
+    zip_source_seek(src, 0, SEEK_SET);
+    void *buf = malloc((size_t)size);
+    assert_int_equal(zip_source_read(src, buf, (zip_uint64_t)size), size);
+    zip_source_close(src);
+    zip_source_free(src);
+    *len = (size_t)size;
+    return buf;
+}
+
+/* program.json of the mlp with `from` replaced by `to`. */
+static char *edited_json(const tk_program_model *m, const char *from, const char *to)
+{
+    char *json = NULL;
+    tk_assert_ok(tk_program_json_write(&json, m));
+    char *at = strstr(json, from);
+    assert_non_null(at);
+    char *out = malloc(strlen(json) + strlen(to) + 1);
+    memcpy(out, json, (size_t)(at - json));
+    strcpy(out + (at - json), to);
+    strcat(out, at + strlen(from));
+    free(json);
+    return out;
+}
+
+static void tkprog__readers_refuse_other_versions_and_damage(void **state)
+{
+    (void)state;
+    tk_program_model *m = mlp_model(), *r = NULL;
+    char *v2 = edited_json(m, "\"version\": 1", "\"version\": 2");
+    char *fmt = edited_json(m, "\"format\": \"tkprog\"", "\"format\": \"tkpkg\"");
+    char *badref = edited_json(m, "\"inputs\": [5]", "\"inputs\": [42]");
+    char *badexpr = edited_json(m, "[\"batch\", 64]", "[\"batch +\", 64]");
+    char *unknown_sym = edited_json(m, "[\"batch\", 64]", "[\"seq\", 64]");
+
+    assert_int_equal(tk_program_json_read(&r, v2, strlen(v2), "'x.tkprog'"), TK_EINVAL);
+    assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 2; this tkexport reads version 1");
+    assert_int_equal(tk_program_json_read(&r, fmt, strlen(fmt), "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "'x.tkprog' is not a tkprog file (program.json has format 'tkpkg'");
+    assert_int_equal(tk_program_json_read(&r, badref, strlen(badref), "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "nodes[1]: inputs[0] is value 42, which no input, parameter or earlier node");
+    assert_int_equal(tk_program_json_read(&r, badexpr, strlen(badexpr), "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "shape[0] 'batch +'");
+    assert_int_equal(tk_program_json_read(&r, unknown_sym, strlen(unknown_sym), "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "'seq'");
+    assert_int_equal(tk_program_json_read(&r, "[1, 2]", 6, "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "not a JSON object");
+    assert_null(r);
+
+    /* the same through the zip */
+    size_t len;
+    const char *names[] = {"program.json", "weights.safetensors"};
+    const char *texts[] = {v2, ""};
+    void *zip = make_zip(&len, names, texts, NULL, 2);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 2; this tkexport reads version 1");
+    free(zip);
+    const char *extra_names[] = {"program.json", "notes.txt"};
+    const char *extra_texts[] = {"{}", "x"};
+    zip = make_zip(&len, extra_names, extra_texts, NULL, 2);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "unexpected entry 'notes.txt'");
+    free(zip);
+
+    /* not a zip; a truncated one; a source whose bytes changed */
+    assert_int_equal(tk_tkprog_read_mem(&r, "hello", 5, "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "'x.tkprog' is not a .tkprog (not a readable zip archive");
+    void *good;
+    size_t glen;
+    tk_assert_ok(tk_tkprog_write_mem(&good, &glen, m));
+    assert_int_not_equal(tk_tkprog_read_mem(&r, good, glen - 30, "'x.tkprog'"), 0);
+    assert_contains(tk_error_last(), "'x.tkprog'");
+    char *json = NULL;
+    tk_assert_ok(tk_program_json_write(&json, m));
+    const char *src_names[] = {"program.json", "sources/examples/mlp/silu.cu", "sources/examples/mlp/silu_op.c",
+                               "weights.safetensors"};
+    const char *src_texts[] = {json, "changed", "changed", (const char *)m->weights};
+    const size_t src_lens[] = {strlen(json), 7, 7, m->weights_len};
+    zip = make_zip(&len, src_names, src_texts, src_lens, 4);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_string_equal(tk_error_last(), "'x.tkprog': entry 'sources/examples/mlp/silu.cu' does not match its SHA-256 "
+                                         "in program.json");
+    free(zip);
+    /* weights that are not safetensors */
+    src_texts[1] = (const char *)m->sources[0].data;
+    src_texts[2] = (const char *)m->sources[1].data;
+    const size_t bad_lens[] = {strlen(json), m->sources[0].len, m->sources[1].len, 5};
+    zip = make_zip(&len, src_names, src_texts, bad_lens, 4);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_contains(tk_error_last(), "'x.tkprog': weights.safetensors");
+    free(zip);
+    /* and all four right (even in libzip's own layout): it reads */
+    const size_t good_lens[] = {strlen(json), m->sources[0].len, m->sources[1].len, m->weights_len};
+    src_texts[3] = (const char *)m->weights;
+    zip = make_zip(&len, src_names, src_texts, good_lens, 4);
+    tk_assert_ok(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"));
+    assert_int_equal(r->nnodes, 3);
+    tk_program_model_free(r);
+    r = NULL;
+    free(zip);
+    assert_null(r);
+
+    free(good);
+    free(json);
+    free(v2);
+    free(fmt);
+    free(badref);
+    free(badexpr);
+    free(unknown_sym);
+    tk_program_model_free(m);
+}
+
+static void mlp__eager_and_traced_agree_bitwise_on_the_cpu(void **state)
+{
+    (void)state;
+    tk_program_model *traced = mlp_model(), *m = NULL;
+    void *bytes;
+    size_t len;
+    /* the program as a consumer sees it: written and read back */
+    tk_assert_ok(tk_tkprog_write_mem(&bytes, &len, traced));
+    tk_assert_ok(tk_tkprog_read_mem(&m, bytes, len, "'mlp.tkprog'"));
+    static const int64_t batches[] = {1, 37, 1024};
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++) {
+        const int64_t shape[] = {batches[b], 128};
+        tk_tensor *x = random_tensor(TK_BF16, 2, shape), *eager[TK_PROGRAM_MAX_OUTPUTS] = {0};
+        tk_ctx *ctx = NULL;
+        int nout = 0;
+        tk_assert_ok(tk_ctx_new(&ctx, CPU));
+        tk_assert_ok(tk_ctx_set_weights(ctx, TK_MLP_WEIGHTS));
+        tk_assert_ok(tk_program_run(ctx, "mlp", &x, 1, eager, &nout));
+        assert_int_equal(nout, 1);
+        tk_tensor *y = interpret(m, &x);
+        assert_int_equal(tk_tensor_dim(y, 0), batches[b]);
+        assert_int_equal(tk_tensor_dim(y, 1), 128);
+        assert_int_equal(tk_tensor_nbytes(y), tk_tensor_nbytes(eager[0]));
+        assert_memory_equal(tk_tensor_data(y), tk_tensor_data(eager[0]), tk_tensor_nbytes(y));
+        tk_tensor_free(y);
+        tk_tensor_free(eager[0]);
+        tk_tensor_free(x);
+        tk_ctx_free(ctx);
+    }
+    free(bytes);
+    tk_program_model_free(m);
+    tk_program_model_free(traced);
+}
+#endif
+
+static void derived__eager_and_traced_agree(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("derived", NULL);
+    const int64_t shape[] = {5, 3};
+    tk_tensor *x = random_tensor(TK_F32, 2, shape), *eager[TK_PROGRAM_MAX_OUTPUTS] = {0};
+    tk_ctx *ctx = NULL;
+    int nout = 0;
+    tk_assert_ok(tk_ctx_new(&ctx, CPU));
+    tk_assert_ok(tk_program_run(ctx, "derived", &x, 1, eager, &nout));
+    tk_tensor *y = interpret(m, &x);
+    assert_int_equal(tk_tensor_dim(y, 0), 20);
+    assert_memory_equal(tk_tensor_data(y), tk_tensor_data(eager[0]), tk_tensor_nbytes(y));
+    tk_tensor_free(y);
+    tk_tensor_free(eager[0]);
+    tk_tensor_free(x);
+    tk_ctx_free(ctx);
+    tk_program_model_free(m);
+}
+
+/* ---- the CLI ------------------------------------------------------------------------------ */
+
+#ifdef TK_TKEXPORT
+/* Runs tkexport with args in the current folder; its stdout and stderr into *out and *err. */
+static int run_tkexport(const char *const *args, char **out, char **err)
+{
+    char *dir = temp_dir(), outp[512], errp[512];
+    const char *argv[32];
+    int argc = 0;
+    argv[argc++] = TK_TKEXPORT;
+    for (; *args; args++)
+        argv[argc++] = *args;
+    argv[argc] = NULL;
+    snprintf(outp, sizeof outp, "%s/out", dir);
+    snprintf(errp, sizeof errp, "%s/err", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    int status = -1;
+    assert_int_equal(posix_spawn(&pid, TK_TKEXPORT, &fa, NULL, (char *const *)argv, environ), 0);
+    waitpid(pid, &status, 0);
+    posix_spawn_file_actions_destroy(&fa);
+    *out = read_whole(outp);
+    *err = read_whole(errp);
+    rm_tree(dir);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+#define CLI(expect_rc, ...)                                                                            \
+    do {                                                                                           \
+        const char *tk__args[] = {__VA_ARGS__, NULL};                                              \
+        free(out);                                                                                 \
+        free(err);                                                                                 \
+        int tk__rc = run_tkexport(tk__args, &out, &err);                                           \
+        if (tk__rc != (expect_rc))                                                                 \
+            fail_msg("tkexport exited %d, expected %d\nstdout:\n%s\nstderr:\n%s", tk__rc, (expect_rc), out, err); \
+    } while (0)
+
+#ifdef TK_MLP_WEIGHTS
+static void cli__export_then_inspect_the_mlp(void **state)
+{
+    (void)state;
+    char *out = NULL, *err = NULL, *dir = temp_dir(), prog[512];
+    snprintf(prog, sizeof prog, "%s/mlp.tkprog", dir);
+    CLI(0, "export", "examples/mlp", "--program", "mlp", "--weights", TK_MLP_WEIGHTS, "-o", prog);
+    CLI(0, "inspect", prog);
+    assert_contains(out, "x: bf16[batch, 128]  batch in [1, 1024]");
+    assert_contains(out, "= tk::linear(x, linear1.weight, linear1.bias)");
+    assert_contains(out, "bf16[batch, 64] = custom_ops::silu(");
+    assert_contains(out, "bf16[batch, 128] = tk::linear(");
+    assert_contains(out, "custom_ops::silu  silu_op (examples/mlp/silu_op.c)  kernels: silu_kernel");
+    assert_contains(out, "tk::linear  built into libtkrt");
+    CLI(0, "inspect", "--format", "json", prog);
+    assert_contains(out, "{\"name\": \"batch\", \"min\": 1, \"max\": 1024}");
+    CLI(0, "inspect", "--format=dot", prog);
+    assert_contains(out, "digraph \"mlp\" {");
+    assert_contains(out, "n1 [shape=box, label=\"custom_ops::silu");
+    /* the same export again gives the same bytes */
+    size_t n1 = 0, n2 = 0;
+    char *first = read_file(prog, &n1), again[600];
+    snprintf(again, sizeof again, "%s/again.tkprog", dir);
+    CLI(0, "export", "examples/mlp", "--program", "mlp", "--weights", TK_MLP_WEIGHTS, "-o", again);
+    char *second = read_file(again, &n2);
+    assert_non_null(first);
+    assert_non_null(second);
+    assert_int_equal(n1, n2);
+    assert_memory_equal(first, second, n1);
+    free(first);
+    free(second);
+    free(out);
+    free(err);
+    rm_tree(dir);
+}
+#endif
+
+static void cli__constraint_errors_and_usage(void **state)
+{
+    (void)state;
+    char *out = NULL, *err = NULL, *dir = temp_dir(), prog[512];
+    snprintf(prog, sizeof prog, "%s/force8.tkprog", dir);
+    char expect[256];
+    snprintf(expect, sizeof expect, "force8/force8.c:%d (x dim 0 == 8); declare it static (8) or make the model "
+             "accept any batch\n", line_of(TK_FORCE8_DIR "/force8.c", "tk_call(ctx, \"fixture::rows8\""));
+    CLI(1, "export", TK_FORCE8_DIR, "--program", "force8", "-o", prog);
+    assert_contains(err, "tkexport export: cannot export 'force8': dim 'batch' (input 'x' dim 0, declared dynamic in "
+                         "[1, 1024]) is forced to 8 by op 'fixture::rows8' at ");
+    assert_contains(err, expect);
+    assert_int_equal(access(prog, F_OK), -1); /* nothing left behind */
+    CLI(1, "export", TK_FORCE8_DIR, "--program", "nope", "-o", prog);
+    assert_contains(err, "no program 'nope' in the given paths (found: ");
+    assert_contains(err, "'force8'");
+    CLI(2, "export", "/nonexistent/model", "--program", "mlp", "-o", prog);
+    assert_contains(err, "'/nonexistent/model' does not exist");
+    CLI(2, "export", TK_FORCE8_DIR, "-o", prog);
+    assert_contains(err, "no --program NAME given");
+    CLI(2, "export", TK_FORCE8_DIR, "--program", "force8");
+    assert_contains(err, "no -o OUT.tkprog given");
+    CLI(0, "export", "--help");
+    assert_contains(out, "usage: tkexport export PATH... --program NAME");
+    CLI(0, "inspect", "--help");
+    assert_contains(out, "usage: tkexport inspect FILE.tkprog");
+    CLI(2, "inspect", "--format", "xml", prog);
+    assert_contains(err, "unknown format 'xml'");
+    CLI(1, "inspect", prog);
+    assert_contains(err, "tkexport inspect: cannot read '");
+    CLI(1, "inspect", TK_FORCE8_DIR "/force8.c");
+    assert_contains(err, "is not a .tkprog (not a readable zip archive");
+    free(out);
+    free(err);
+    rm_tree(dir);
+}
+#endif
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(guards__table_of_cases),
+        cmocka_unit_test(guards__forcing_message_names_dim_op_line_and_fix),
+        cmocka_unit_test(guards__range_leaving_nothing_says_which_range_works),
+        cmocka_unit_test(guards__same_name_in_two_inputs_is_one_symbol),
+        cmocka_unit_test(derived__dims_are_expressions_over_symbols),
+        cmocka_unit_test(derived__eager_and_traced_agree),
+        cmocka_unit_test(trace__bad_models_get_one_line_errors),
+#ifdef TK_MLP_WEIGHTS
+        cmocka_unit_test(weights__missing_misshaped_and_corrupt_are_refused),
+        cmocka_unit_test(tkprog__write_read_write_is_byte_identical),
+        cmocka_unit_test(program_json__has_every_field),
+        cmocka_unit_test(tkprog__readers_refuse_other_versions_and_damage),
+        cmocka_unit_test(mlp__eager_and_traced_agree_bitwise_on_the_cpu),
+#endif
+#ifdef TK_TKEXPORT
+#ifdef TK_MLP_WEIGHTS
+        cmocka_unit_test(cli__export_then_inspect_the_mlp),
+#endif
+        cmocka_unit_test(cli__constraint_errors_and_usage),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
