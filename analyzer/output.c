@@ -83,6 +83,7 @@ int tk_output_finish(cJSON *doc)
     {
         rc |= sort_array(cJSON_GetObjectItemCaseSensitive(op, "kernels"));
         rc |= sort_array(cJSON_GetObjectItemCaseSensitive(op, "unresolved"));
+        rc |= sort_array(cJSON_GetObjectItemCaseSensitive(op, "reached"));
     }
     rc |= sort_array(cJSON_GetObjectItemCaseSensitive(doc, "ops"));
     rc |= sort_array(cJSON_GetObjectItemCaseSensitive(doc, "kernels"));

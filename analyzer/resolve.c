@@ -96,6 +96,7 @@ typedef struct opctx {
     cJSON *unresolved; /* array of {file,line,reason} */
     cJSON *diags;      /* lint findings, NULL when not linting */
     fninfo *op;
+    tk_map reached;    /* usr -> fninfo of every function resolution consulted (source closure) */
 } opctx;
 
 #define ARENA_BLOCK (64u << 10)
@@ -161,6 +162,9 @@ static frame *new_frame(opctx *c, fninfo *fn, cJSON *args, frame *caller, frame 
     frame *f = arena_alloc(c, sizeof(*f));
     if (!f)
         return NULL;
+    /* every function resolution consults is part of the op's source closure */
+    if (fn && !tk_map_get(&c->reached, fn->usr) && tk_map_put(&c->reached, fn->usr, fn))
+        c->oom = 1;
     f->fn = fn;
     f->file = fn ? fn->file : (up ? up->file : NULL);
     f->args = args;
@@ -756,6 +760,18 @@ static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
         cJSON_AddItemToArray(ks, ko);
     }
     cJSON_AddItemToObject(o, "unresolved", c.unresolved);
+    /* the functions resolution consulted, with their files: what compiling the op needs */
+    cJSON *reached = cJSON_AddArrayToObject(o, "reached");
+    for (size_t i = 0; i < c.reached.cap; i++) {
+        const fninfo *fi = c.reached.vals[i];
+        if (!c.reached.keys[i])
+            continue;
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddStringToObject(r, "name", fi->name);
+        cJSON_AddStringToObject(r, "file", fi->file);
+        cJSON_AddItemToArray(reached, r);
+    }
+    tk_map_release(&c.reached);
     cJSON_Delete(c.kernels);
     while (c.arena) {
         arena_block *next = c.arena->next;

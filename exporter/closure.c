@@ -1,6 +1,6 @@
 /* The op table and the source closure of a program, from the analyzer's op->kernel map: each
- * op's function, file and kernels; the files that define the ops and their kernels, and the
- * headers those include with #include "...", each stored with its SHA-256. */
+ * op's function, file and kernels; the files that define the ops, the helpers they reach and
+ * their kernels, and the headers those include with #include "...", each stored with its SHA-256. */
 #define _DEFAULT_SOURCE /* realpath */
 #include <cjson/cJSON.h>
 #include <limits.h>
@@ -180,6 +180,14 @@ static int complete_op(tk_program_model *m, tk_pm_op *op, const cJSON *a, filese
             if (tk_pm_add_note(m, note))
                 return TK_ENOMEM;
         }
+    }
+    /* the files of the helpers the op reaches (the analyzer's "reached" list) */
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(a, "reached"))
+    {
+        const char *rfile = json_str(r, "file");
+        if (rfile && (rc = fileset_add(fs, rfile)) < 0)
+            return rc;
     }
     const cJSON *u;
     cJSON_ArrayForEach(u, unresolved)

@@ -539,7 +539,17 @@ static void resolve__op_calling_another_op_includes_its_kernels(void **state) {
 static void resolve__helper_in_another_translation_unit(void **state) {
     (void)state;
     cJSON *root = analyze_fixture("cross_tu");
-    assert_resolved(find_op(root, "test::cross_tu"), "xtu_k_small,xtu_k_large");
+    cJSON *op = find_op(root, "test::cross_tu");
+    assert_resolved(op, "xtu_k_small,xtu_k_large");
+    /* the helper's file is in the op's source closure */
+    const char *expect[][2] = {{"xtu_op", "cross_tu/op.c"}, {"xtu_pick", "cross_tu/helper.c"}};
+    cJSON *reached = cJSON_GetObjectItemCaseSensitive(op, "reached");
+    assert_int_equal(cJSON_GetArraySize(reached), 2);
+    for (int i = 0; i < 2; i++) {
+        cJSON *r = cJSON_GetArrayItem(reached, i);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(r, "name")->valuestring, expect[i][0]);
+        assert_string_equal(cJSON_GetObjectItemCaseSensitive(r, "file")->valuestring, expect[i][1]);
+    }
     cJSON_Delete(root);
 }
 
