@@ -91,26 +91,6 @@ static void write_text_file(const char *dir, const char *name, const char *text)
     write_file(path, text, strlen(text));
 }
 
-/* The 1-based line of PATH holding NEEDLE first, so expectations follow edits of a fixture. */
-static int line_of(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("cannot read '%s'", path);
-    char line[1024];
-    int n = 0, found = 0;
-    while (fgets(line, sizeof line, f)) {
-        n++;
-        if (strstr(line, needle)) {
-            found = n;
-            break;
-        }
-    }
-    fclose(f);
-    if (!found)
-        fail_msg("'%s' does not contain '%s'", path, needle);
-    return found;
-}
-
 static int ends_with(const char *s, const char *suffix) {
     size_t n = strlen(s), m = strlen(suffix);
     return n >= m && strcmp(s + n - m, suffix) == 0;
@@ -429,12 +409,12 @@ static void resolve__kernel_through_direct_wrap_of_handle(void **state) {
 
     assert_string_equal(get_string(op, "function"), "direct_op");
     assert_string_equal(get_string(op, "file"), "direct/op.c");
-    assert_int_equal(get_int(op, "line"), line_of("direct/op.c", "TK_OP(direct_op,"));
+    assert_int_equal(get_int(op, "line"), tk_line_of("direct/op.c", "TK_OP(direct_op,"));
     assert_string_equal(get_string(op, "schema"), "(Tensor x) -> Tensor");
     assert_kernels(op, "direct_k");
     cJSON *k = op_kernel(op, "direct_k");
     assert_string_equal(get_string(k, "file"), "direct/kernels.cu");
-    assert_int_equal(get_int(k, "line"), line_of("direct/kernels.cu", "TK_KERNEL void direct_k("));
+    assert_int_equal(get_int(k, "line"), tk_line_of("direct/kernels.cu", "TK_KERNEL void direct_k("));
     assert_via(op, "direct_k", "direct_op");
     assert_no_unresolved(op);
 
@@ -601,7 +581,7 @@ static void resolve__extern_function_without_definition_is_unknown_value(void **
     assert_kernels(op, "");
     cJSON *u = assert_unresolved_reason_prefix(op, "unknown value");
     assert_string_equal(get_string(u, "file"), "unresolved/op.c");
-    assert_int_equal(get_int(u, "line"), line_of("unresolved/op.c", "ur_external_pick(tk_numel"));
+    assert_int_equal(get_int(u, "line"), tk_line_of("unresolved/op.c", "ur_external_pick(tk_numel"));
     cJSON_Delete(root);
 }
 
@@ -684,7 +664,7 @@ static void kernels__params_list_names_and_types(void **state) {
     cJSON *root = analyze_fixture("kernel_params");
     cJSON *axpy = find_kernel(root, "pr_axpy");
     assert_string_equal(get_string(axpy, "file"), "kernel_params/k.cu");
-    assert_int_equal(get_int(axpy, "line"), line_of("kernel_params/k.cu", "TK_KERNEL void pr_axpy("));
+    assert_int_equal(get_int(axpy, "line"), tk_line_of("kernel_params/k.cu", "TK_KERNEL void pr_axpy("));
     assert_params(axpy, "x=const float *|y=float *|alpha=float|n=int64_t");
     assert_params(find_kernel(root, "pr_fill"), "out=int32_t *|value=int32_t|n=uint32_t");
     /* Only TK_KERNEL definitions are kernels: not a plain __global__, not a __device__ helper. */
@@ -722,7 +702,7 @@ static void diagnostics__broken_file_is_reported_and_other_files_resolve(void **
     }
     assert_string_equal(get_string(d, "file"), "broken/broken.c");
     assert_string_equal(get_string(d, "severity"), "error");
-    assert_int_equal(get_int(d, "line"), line_of("broken/broken.c", "int brk_broken("));
+    assert_int_equal(get_int(d, "line"), tk_line_of("broken/broken.c", "int brk_broken("));
     assert_true(get_int(d, "column") >= 1);
     assert_true(strlen(get_string(d, "message")) > 0);
     assert_null(find_diag(root, "good_a.c", "tk-parse-error"));

@@ -283,20 +283,6 @@ static char *read_file(const char *path, size_t *len)
 
 static char *read_whole(const char *path) { return read_file(path, NULL); }
 
-/* The 1-based number of the first line of path containing needle, or 0. */
-static int line_of(const char *path, const char *needle)
-{
-    char *text = read_whole(path);
-    int line = 1, found = 0;
-    const char *at = text ? strstr(text, needle) : NULL;
-    for (const char *p = text; at && p < at; p++)
-        line += *p == '\n';
-    if (at)
-        found = line;
-    free(text);
-    return found;
-}
-
 /* A fresh temporary folder (removed by rm_tree). */
 static char *temp_dir(void)
 {
@@ -747,7 +733,7 @@ static void program_json__has_every_field(void **state)
     for (int i = 0; i < 3; i++) {
         const cJSON *src = get(cJSON_GetArrayItem(nodes, i), "source");
         assert_string_equal(get(src, "file")->valuestring, "examples/mlp/model.c");
-        assert_int_equal(get(src, "line")->valueint, line_of("examples/mlp/model.c", calls[i]));
+        assert_int_equal(get(src, "line")->valueint, tk_line_of("examples/mlp/model.c", calls[i]));
     }
     const cJSON *out = cJSON_GetArrayItem(get(doc, "outputs"), 0);
     assert_int_equal(get(out, "id")->valueint,
@@ -1045,7 +1031,7 @@ static void cli__constraint_errors_and_usage(void **state)
     snprintf(prog, sizeof prog, "%s/force8.tkprog", dir);
     char expect[256];
     snprintf(expect, sizeof expect, "force8/force8.c:%d (x dim 0 == 8); declare it static (8) or make the model "
-             "accept any batch\n", line_of(TK_FORCE8_DIR "/force8.c", "tk_call(ctx, \"fixture::rows8\""));
+             "accept any batch\n", tk_line_of(TK_FORCE8_DIR "/force8.c", "tk_call(ctx, \"fixture::rows8\""));
     CLI(1, "export", TK_FORCE8_DIR, "--program", "force8", "-o", prog);
     assert_contains(err, "tkexport export: cannot export 'force8': dim 'batch' (input 'x' dim 0, declared dynamic in "
                          "[1, 1024]) is forced to 8 by op 'fixture::rows8' at ");

@@ -92,26 +92,6 @@ static void write_text_file(const char *path, const char *text) {
         fail_msg("cannot write '%s'", path);
 }
 
-/* The 1-based line of PATH holding NEEDLE first, so expectations follow edits of a fixture. */
-static int line_of(const char *path, const char *needle) {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        fail_msg("cannot read '%s'", path);
-    char line[1024];
-    int n = 0, found = 0;
-    while (fgets(line, sizeof line, f)) {
-        n++;
-        if (strstr(line, needle)) {
-            found = n;
-            break;
-        }
-    }
-    fclose(f);
-    if (!found)
-        fail_msg("'%s' does not contain '%s'", path, needle);
-    return found;
-}
-
 /* ---- documents built by hand ---- */
 
 static cJSON *new_doc(void) {
@@ -849,7 +829,7 @@ static void e2e__defects_yield_exactly_one_finding_per_rule(void **state) {
             continue;
         }
         seen[i]++;
-        int line = line_of(k_defects[i].file, k_defects[i].needle);
+        int line = tk_line_of(k_defects[i].file, k_defects[i].needle);
         if (strcmp(str_of(d, "file"), k_defects[i].file) != 0 || int_of(d, "line") != line) {
             print_error("%s at %s:%d, expected %s:%d\n", k_defects[i].rule, str_of(d, "file"), int_of(d, "line"),
                         k_defects[i].file, line);
@@ -910,7 +890,7 @@ static void e2e__defects_show_the_same_findings_in_all_three_formats(void **stat
         headers++;
         for (size_t i = 0; i < N_DEFECTS; i++) {
             char head[256], tail[64];
-            int l = line_of(k_defects[i].file, k_defects[i].needle);
+            int l = tk_line_of(k_defects[i].file, k_defects[i].needle);
             snprintf(head, sizeof head, "%s:%d:", k_defects[i].file, l);
             snprintf(tail, sizeof tail, " [%s]", k_defects[i].rule);
             size_t n = strlen(line), tn = strlen(tail);
@@ -938,7 +918,7 @@ static void e2e__defects_show_the_same_findings_in_all_three_formats(void **stat
             found++;
             assert_string_equal(path_str(r, "locations.0.physicalLocation.artifactLocation.uri"), k_defects[i].file);
             assert_int_equal(path_int(r, "locations.0.physicalLocation.region.startLine"),
-                             line_of(k_defects[i].file, k_defects[i].needle));
+                             tk_line_of(k_defects[i].file, k_defects[i].needle));
             assert_string_equal(path_str(r, "level"), tk_lint_rule_find(k_defects[i].rule)->severity);
         }
         if (found != 1)

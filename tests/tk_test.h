@@ -39,4 +39,26 @@ static inline void tk_fail_at(const char *file, int line, const char *fmt, ...)
     _fail(file, line);
 }
 
+/* The 1-based line of path holding needle first (failing the test when there is none), so
+ * expectations follow edits of a fixture. */
+static inline int tk_line_of(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read '%s'", path);
+    char line[4096];
+    int n = 0, found = 0;
+    while (fgets(line, sizeof line, f)) {
+        n++;
+        if (strstr(line, needle)) {
+            found = n;
+            break;
+        }
+    }
+    fclose(f);
+    if (!found)
+        fail_msg("'%s' does not contain '%s'", path, needle);
+    return found;
+}
+
 #endif
