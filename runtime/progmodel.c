@@ -4,7 +4,7 @@
 #include <string.h>
 #include <tk/error.h>
 
-#include "exporter.h"
+#include "progmodel.h"
 
 /* The arena: blocks of at least 16 KiB, objects 16-byte aligned. With TK_ARENA_MALLOC each
  * object is its own allocation, so that ASan and valgrind see them one by one. */

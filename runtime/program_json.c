@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exporter.h"
+#include "progmodel.h"
 #include "rt_internal.h"
 #include "strbuf.h"
 #include "sym.h"
