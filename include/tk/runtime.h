@@ -1,5 +1,5 @@
 /* The runtime a program links (libtkrt): devices, contexts, tensors, the op registry and eager
- * calls. Package loading joins it with the package-runtime issue. No CUDA type appears here:
+ * calls. Packages (.tkpkg) are opened and run through sessions. No CUDA type appears here:
  * the CUDA driver is loaded with dlopen at first GPU use. */
 #ifndef TK_RUNTIME_H
 #define TK_RUNTIME_H
@@ -86,6 +86,71 @@ void tk_ops_unload(void *handle);
  * nout slots; NULL slots are allocated on ctx's device from the op's meta function (the caller
  * frees them). The numbers of inputs and outputs must match the op's schema. */
 int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_tensor **out, int nout);
+
+/* --- packages (docs/formats/tkpkg.md) ------------------------------------------------------ */
+
+/* A package opened for running: its manifest and program checked, every entry verified against
+ * its SHA-256 before any is used, the kernels each op needs present, the weights mapped once,
+ * the host object loaded last. Shared by every session that runs it; thread-safe. */
+typedef struct tk_package tk_package;
+
+/* Opens and verifies a .tkpkg. Each failure is one line naming the entry, kernel, op or
+ * architecture at fault: TK_ENOTFOUND (no such file), TK_EINVAL (not a package, wrong format or
+ * version, a digest mismatch, a hostile entry, malformed JSON, a missing kernel), TK_EIO. */
+int tk_package_open(tk_package **out, const char *path);
+/* Closes a package; every session on it must be freed first. */
+void tk_package_close(tk_package *pkg);
+
+/* One dimension of an input or output: static (sym NULL, value) or symbolic (sym is the
+ * printed expression, "batch" or "2*batch"; min and max the range it can take). */
+typedef struct tk_io_dim {
+    const char *sym;
+    int64_t value, min, max;
+} tk_io_dim;
+
+typedef struct tk_io_info {
+    const char *name; /* inputs: the declared name; outputs: "out0", "out1"... */
+    tk_dtype dtype;
+    int rank;
+    tk_io_dim dims[TK_MAX_DIMS];
+} tk_io_info;
+
+/* The program's name, its inputs and outputs in order, and the architectures the package holds
+ * cubins for ("sm_90"...). Strings live as long as the package. */
+const char *tk_package_program(const tk_package *pkg);
+size_t tk_package_num_inputs(const tk_package *pkg);
+size_t tk_package_num_outputs(const tk_package *pkg);
+const tk_io_info *tk_package_input(const tk_package *pkg, size_t i);
+const tk_io_info *tk_package_output(const tk_package *pkg, size_t i);
+
+/* A session runs a package on one device (cpu or cuda:N) with its own context and stream; the
+ * package's weights are uploaded once per device and shared by the sessions on it. One session
+ * is used by one thread at a time; sessions may run in parallel from different threads. On a
+ * GPU, TK_EDEVICE when the device has neither a matching cubin nor PTX it can compile. */
+typedef struct tk_session tk_session;
+int tk_session_new(tk_session **out, tk_package *pkg, tk_device dev);
+void tk_session_free(tk_session *s);
+/* The session's context, for tensors on its device (tk_tensor_new) and tk_ctx_sync. */
+tk_ctx *tk_session_ctx(tk_session *s);
+
+/* Runs the program: the inputs are checked before anything is launched (dtype, rank, static
+ * dims, symbolic dims inside their ranges and consistent across inputs; errors name the input,
+ * the dim, the symbol and the range). out has nout >= tk_package_num_outputs slots: NULL slots
+ * are allocated on the session's device (the caller frees them), others are written in place and
+ * must have the output's dtype and shape. Inputs may be on the session's device or, for a GPU
+ * session, on the CPU (copied). Returns once the work is queued on the session's stream (a CPU
+ * session returns when it is done): tk_ctx_sync(tk_session_ctx(s)) before reading outputs. */
+int tk_session_run(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout);
+
+/* Per-op times of the last tk_session_run made with profiling on, for tkexport run --profile:
+ * node i (program order) took times_us[i]. Profiling turns off CUDA graph replay. */
+int tk_session_set_profiling(tk_session *s, int on);
+typedef struct tk_node_profile {
+    const char *op;
+    double time_us;
+    double flops, bytes; /* 0 when the op does not declare them */
+} tk_node_profile;
+size_t tk_session_profile(const tk_session *s, const tk_node_profile **nodes);
 
 #ifdef __cplusplus
 }
