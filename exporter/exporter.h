@@ -12,6 +12,7 @@
 
 #include "analyzer.h"
 #include "progmodel.h"
+#include "tkprog.h"
 #include "strbuf.h"
 
 /* --- trace.c: tracing --------------------------------------------------------------------- */
@@ -46,20 +47,6 @@ int tk_export_closure(tk_program_model *m, const tk_analyze_options *opts, const
  * TK_EINVAL when the compiler fails. */
 int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, size_t n, int progress);
 void tk_export_compile_cleanup(char *so_path, char *tmpdir);
-
-/* --- tkprog.c: the .tkprog zip -------------------------------------------------------------- */
-
-/* The .tkprog bytes (a zip: program.json, sources/<path>..., weights.safetensors), sorted,
- * with fixed timestamps and attributes, so that equal models give equal bytes. *data malloc'd. */
-int tk_tkprog_write_mem(void **data, size_t *len, const tk_program_model *m);
-/* Writes the .tkprog to path through a temporary file and a rename. */
-int tk_tkprog_write(const tk_program_model *m, const char *path);
-
-/* Reads a .tkprog: program.json checked (format, version, fields), every source against its
- * SHA-256, the weights' header validated and the parameters' dtypes and shapes against it, no
- * unexpected entry. Returns 0 and a new model, or a negative tk_error_code with *out NULL. */
-int tk_tkprog_read(tk_program_model **out, const char *path);
-int tk_tkprog_read_mem(tk_program_model **out, const void *data, size_t len, const char *origin);
 
 /* --- render.c: tkexport inspect -------------------------------------------------------------- */
 

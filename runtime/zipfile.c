@@ -1,0 +1,211 @@
+/* Deterministic zip writing and bounded zip reading over libzip, shared by the .tkprog and .tkpkg
+ * formats. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zip.h>
+
+#include "rt_internal.h"
+#include "zipfile.h"
+
+/* Every entry carries the same MS-DOS time: 1980-01-01 00:00, the format's first day. Set as a
+ * DOS date directly (not through time_t, which libzip converts in the local time zone), so the
+ * bytes do not depend on where or when the file is written. */
+#define ZIP_DOS_TIME 0u
+#define ZIP_DOS_DATE ((0u << 9) | (1u << 5) | 1u)
+/* deflate level of compressed entries (zlib is deterministic for a given version) */
+#define ZIP_DEFLATE_LEVEL 9
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const tk_zip_entry *)a)->name, ((const tk_zip_entry *)b)->name);
+}
+
+static int zip_fail(zip_t *za, const char *what, const char *entry)
+{
+    return tk_error_set(TK_EIO, "writing %s: %s: %s", what, entry, za ? zip_strerror(za) : "libzip failed");
+}
+
+/* The bytes of a closed in-memory archive. */
+static int read_back(zip_source_t *src, void **data, size_t *len, const char *what)
+{
+    if (zip_source_open(src) != 0 || zip_source_seek(src, 0, SEEK_END) != 0)
+        return tk_error_set(TK_EIO, "writing %s: reading the archive back failed", what);
+    zip_int64_t size = zip_source_tell(src);
+    unsigned char *buf = NULL;
+    int rc = 0;
+    if (size < 0 || zip_source_seek(src, 0, SEEK_SET) != 0)
+        rc = tk_error_set(TK_EIO, "writing %s: reading the archive back failed", what);
+    else if (!(buf = malloc((size_t)size ? (size_t)size : 1)))
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+    else if (zip_source_read(src, buf, (zip_uint64_t)size) != size)
+        rc = tk_error_set(TK_EIO, "writing %s: reading the archive back failed", what);
+    zip_source_close(src);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = (size_t)size;
+    return 0;
+}
+
+int tk_zip_write_mem(void **data, size_t *len, tk_zip_entry *entries, size_t n, const char *what)
+{
+    static const char empty[1] = {0};
+    *data = NULL;
+    *len = 0;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    zip_t *za = NULL;
+    int rc = 0;
+    qsort(entries, n, sizeof(*entries), cmp_entry);
+    zip_source_t *src = zip_source_buffer_create(NULL, 0, 0, &ze);
+    if (!src) {
+        rc = tk_error_set(TK_ENOMEM, "writing %s: %s", what, zip_error_strerror(&ze));
+        goto done;
+    }
+    zip_source_keep(src); /* zip_close releases it once; we read the archive out of it after */
+    if (!(za = zip_open_from_source(src, ZIP_TRUNCATE, &ze))) {
+        rc = tk_error_set(TK_EIO, "writing %s: %s", what, zip_error_strerror(&ze));
+        goto done;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const tk_zip_entry *e = &entries[i];
+        zip_source_t *s = zip_source_buffer(za, e->len ? e->data : empty, e->len, 0);
+        if (!s) {
+            rc = zip_fail(za, what, e->name);
+            goto done;
+        }
+        zip_int64_t idx = zip_file_add(za, e->name, s, ZIP_FL_ENC_UTF_8);
+        if (idx < 0) {
+            zip_source_free(s); /* still ours after a failed zip_file_add */
+            rc = zip_fail(za, what, e->name);
+            goto done;
+        }
+        if (zip_set_file_compression(za, (zip_uint64_t)idx, e->store ? ZIP_CM_STORE : ZIP_CM_DEFLATE,
+                                     e->store ? 0 : ZIP_DEFLATE_LEVEL) ||
+            zip_file_set_dostime(za, (zip_uint64_t)idx, ZIP_DOS_TIME, ZIP_DOS_DATE, 0) ||
+            zip_file_set_external_attributes(za, (zip_uint64_t)idx, 0, ZIP_OPSYS_UNIX, 0100644u << 16)) {
+            rc = zip_fail(za, what, e->name);
+            goto done;
+        }
+    }
+    if (zip_close(za) != 0) {
+        rc = zip_fail(za, what, "closing the archive");
+        goto done;
+    }
+    za = NULL;
+    rc = read_back(src, data, len, what);
+done:
+    if (za)
+        zip_discard(za);
+    zip_source_free(src);
+    zip_error_fini(&ze);
+    return rc;
+}
+
+/* --- reading ------------------------------------------------------------------------------- */
+
+struct tk_zip_reader {
+    zip_t *za;
+    size_t n;
+    const char *origin;
+};
+
+int tk_zip_open(tk_zip_reader **out, const void *data, size_t len, const char *origin, const char *kind,
+                size_t max_entries)
+{
+    *out = NULL;
+    zip_error_t ze;
+    zip_error_init(&ze);
+    tk_zip_reader *z = calloc(1, sizeof(*z));
+    zip_source_t *src = z ? zip_source_buffer_create(len ? data : "", len, 0, &ze) : NULL;
+    if (!src) {
+        free(z);
+        zip_error_fini(&ze);
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", origin);
+    }
+    if (!(z->za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze))) {
+        zip_source_free(src); /* still ours when the open fails */
+        int rc = tk_error_set(TK_EINVAL, "%s is not a %s (not a readable zip archive: %s)", origin, kind,
+                              zip_error_strerror(&ze));
+        zip_error_fini(&ze);
+        free(z);
+        return rc;
+    }
+    zip_error_fini(&ze);
+    zip_int64_t n = zip_get_num_entries(z->za, 0);
+    if (n < 0 || (uint64_t)n > max_entries) {
+        int rc = tk_error_set(TK_EINVAL, "%s has %lld entries, more than the %zu a %s may hold", origin,
+                              (long long)n, max_entries, kind);
+        tk_zip_close(z);
+        return rc;
+    }
+    z->n = (size_t)n;
+    z->origin = origin;
+    *out = z;
+    return 0;
+}
+
+void tk_zip_close(tk_zip_reader *z)
+{
+    if (!z)
+        return;
+    zip_discard(z->za);
+    free(z);
+}
+
+size_t tk_zip_count(const tk_zip_reader *z) { return z->n; }
+
+const char *tk_zip_name(tk_zip_reader *z, size_t i) { return zip_get_name(z->za, i, ZIP_FL_ENC_RAW); }
+
+int tk_zip_size(tk_zip_reader *z, size_t i, uint64_t *size)
+{
+    zip_stat_t st;
+    zip_stat_init(&st);
+    if (zip_stat_index(z->za, i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
+        return tk_error_set(TK_EINVAL, "%s: entry '%s' is unreadable: %s", z->origin, tk_zip_name(z, i),
+                            zip_strerror(z->za));
+    *size = st.size;
+    return 0;
+}
+
+int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    uint64_t size;
+    const char *name = tk_zip_name(z, i);
+    int rc = tk_zip_size(z, i, &size);
+    if (rc)
+        return rc;
+    if (size > max || size >= SIZE_MAX)
+        return tk_error_set(TK_EINVAL, "%s: entry '%s' is %llu bytes, more than the %llu allowed", z->origin, name,
+                            (unsigned long long)size, (unsigned long long)max);
+    unsigned char *buf = malloc((size_t)size + 1);
+    if (!buf)
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", z->origin);
+    zip_file_t *f = zip_fopen_index(z->za, i, 0);
+    if (!f) {
+        free(buf);
+        return tk_error_set(TK_EINVAL, "%s: entry '%s' cannot be opened: %s", z->origin, name, zip_strerror(z->za));
+    }
+    zip_int64_t got = zip_fread(f, buf, size);
+    /* one more read reaches the end and checks the CRC */
+    unsigned char extra;
+    zip_int64_t more = got == (zip_int64_t)size ? zip_fread(f, &extra, 1) : -1;
+    int bad = got != (zip_int64_t)size || more != 0;
+    char why[256];
+    snprintf(why, sizeof why, "%s", zip_file_strerror(f));
+    zip_fclose(f);
+    if (bad) {
+        free(buf);
+        return tk_error_set(TK_EINVAL, "%s: entry '%s' is corrupt or truncated (%s)", z->origin, name, why);
+    }
+    buf[size] = '\0';
+    *out = buf;
+    *len = (size_t)size;
+    return 0;
+}
