@@ -168,6 +168,12 @@ int tk_zip_size(tk_zip_reader *z, size_t i, uint64_t *size)
     if (zip_stat_index(z->za, i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
         return tk_error_set(TK_EINVAL, "%s: entry '%s' is unreadable: %s", z->origin, tk_zip_name(z, i),
                             zip_strerror(z->za));
+    /* deflate cannot expand more than 1032 to 1: a larger declared size is a lie (or a bomb),
+     * refused before anything is allocated for it */
+    if ((st.valid & ZIP_STAT_COMP_SIZE) && st.comp_size < st.size / 1032 - 1 && st.size > 4096)
+        return tk_error_set(TK_EINVAL, "%s: entry '%s' declares %llu bytes from %llu compressed, more than deflate "
+                            "can produce", z->origin, tk_zip_name(z, i), (unsigned long long)st.size,
+                            (unsigned long long)st.comp_size);
     *size = st.size;
     return 0;
 }

@@ -1,0 +1,514 @@
+/* Reading a .tkpkg: manifest.json parsed and checked, every entry's name, size and SHA-256
+ * verified against it before the call returns, program.json parsed, the op tables compared. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fsutil.h"
+#include "pkgfile.h"
+#include "rt_internal.h"
+#include "sha256.h"
+#include "zipfile.h"
+
+#define PKG_MAX_FILE ((size_t)1 << 40)
+
+typedef struct reader {
+    tk_pkgfile *f;
+    const char *origin;
+} reader;
+
+static int bad(const reader *r, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+static int bad(const reader *r, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return tk_error_set(TK_EINVAL, "%s: %s", r->origin, msg);
+}
+
+static char *dup_or_null(const char *s, int *failed)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *failed = 1;
+    return d;
+}
+
+/* A string member (required), copied. */
+static int get_str(const reader *r, const cJSON *obj, const char *key, char **out, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsString(v) || !v->valuestring || !v->valuestring[0])
+        return bad(r, "manifest.json: %s: '%s' is missing or not a non-empty string", where, key);
+    if (!(*out = strdup(v->valuestring)))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    return 0;
+}
+
+/* A string member that may be null. */
+static int get_str_or_null(const reader *r, const cJSON *obj, const char *key, char **out, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    *out = NULL;
+    if (cJSON_IsNull(v))
+        return 0;
+    return get_str(r, obj, key, out, where);
+}
+
+static int get_array(const reader *r, const cJSON *obj, const char *key, const cJSON **out, size_t *n,
+                     size_t max, const char *where)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsArray(v))
+        return bad(r, "manifest.json: %s: '%s' is missing or not an array", where, key);
+    int count = cJSON_GetArraySize(v);
+    if (count < 0 || (size_t)count > max)
+        return bad(r, "manifest.json: %s: '%s' has %d items, more than the %zu allowed", where, key, count, max);
+    *out = v;
+    *n = (size_t)count;
+    return 0;
+}
+
+/* "sm_90", "sm_90a", "sm_100": a real architecture nvcc names. */
+static int valid_arch(const char *s, const char *prefix)
+{
+    size_t p = strlen(prefix);
+    if (strncmp(s, prefix, p) != 0)
+        return 0;
+    s += p;
+    size_t digits = 0;
+    while (isdigit((unsigned char)s[digits]))
+        digits++;
+    if (digits < 2 || digits > 3)
+        return 0;
+    return s[digits] == '\0' || (s[digits] == 'a' && s[digits + 1] == '\0') ||
+           (s[digits] == 'f' && s[digits + 1] == '\0');
+}
+
+/* An entry name a reader may trust: relative, '/'-separated, no empty, '.' or '..' segment,
+ * printable ASCII. */
+static int safe_path(const char *p)
+{
+    if (!p[0] || p[0] == '/' || strlen(p) > 1024)
+        return 0;
+    for (const char *c = p; *c; c++)
+        if (*c == '\\' || (unsigned char)*c < 0x20 || (unsigned char)*c > 0x7e)
+            return 0;
+    const char *seg = p;
+    for (;;) {
+        const char *end = strchr(seg, '/');
+        size_t len = end ? (size_t)(end - seg) : strlen(seg);
+        if (len == 0 || (len == 1 && seg[0] == '.') || (len == 2 && seg[0] == '.' && seg[1] == '.'))
+            return 0;
+        if (!end)
+            return 1;
+        seg = end + 1;
+    }
+}
+
+static int is_hex64(const char *s)
+{
+    for (int i = 0; i < 64; i++)
+        if (!isxdigit((unsigned char)s[i]) || isupper((unsigned char)s[i]))
+            return 0;
+    return s[64] == '\0';
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+    return strcmp(((const tk_pkg_entry *)a)->path, ((const tk_pkg_entry *)b)->path);
+}
+static int cmp_kernel(const void *a, const void *b)
+{
+    return strcmp(((const tk_pkg_kernel *)a)->name, ((const tk_pkg_kernel *)b)->name);
+}
+static int cmp_op(const void *a, const void *b)
+{
+    return strcmp(((const tk_pkg_op *)a)->name, ((const tk_pkg_op *)b)->name);
+}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static int read_entries(reader *r, const cJSON *doc)
+{
+    tk_pkgfile *f = r->f;
+    const cJSON *arr;
+    size_t n;
+    int rc = get_array(r, doc, "entries", &arr, &n, TK_TKPKG_MAX_ENTRIES, "top level");
+    if (rc)
+        return rc;
+    if (!(f->entries = calloc(n + 1, sizeof(*f->entries))))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, arr)
+    {
+        tk_pkg_entry *x = &f->entries[f->nentries++];
+        char where[64];
+        snprintf(where, sizeof where, "entries[%zu]", f->nentries - 1);
+        char *sha = NULL;
+        if ((rc = get_str(r, e, "path", &x->path, where)) || (rc = get_str(r, e, "sha256", &sha, where)))
+            return rc;
+        int ok = strlen(sha) == 64 && is_hex64(sha);
+        if (ok)
+            memcpy(x->sha256, sha, 65);
+        free(sha);
+        if (!ok)
+            return bad(r, "manifest.json: %s: 'sha256' is not 64 lowercase hex digits", where);
+        const cJSON *size = cJSON_GetObjectItemCaseSensitive(e, "size");
+        if (!cJSON_IsNumber(size) || size->valuedouble < 0 || size->valuedouble != floor(size->valuedouble) ||
+            size->valuedouble > (double)TK_TKPKG_MAX_ENTRY)
+            return bad(r, "manifest.json: %s: 'size' is missing or not a whole number in [0, 2^36]", where);
+        x->size = (uint64_t)size->valuedouble;
+        if (!safe_path(x->path) || !strcmp(x->path, "manifest.json"))
+            return bad(r, "manifest.json: entry name '%s' is not a safe relative path", x->path);
+    }
+    qsort(f->entries, f->nentries, sizeof(*f->entries), cmp_entry);
+    for (size_t i = 1; i < f->nentries; i++)
+        if (!strcmp(f->entries[i - 1].path, f->entries[i].path))
+            return bad(r, "manifest.json: entry '%s' is listed twice", f->entries[i].path);
+    return 0;
+}
+
+static int read_kernels(reader *r, const cJSON *doc)
+{
+    tk_pkgfile *f = r->f;
+    const cJSON *arr, *k;
+    size_t n;
+    int rc = get_array(r, doc, "kernels", &arr, &n, 1u << 16, "top level");
+    if (rc)
+        return rc;
+    if (!(f->kernels = calloc(n + 1, sizeof(*f->kernels))))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    cJSON_ArrayForEach(k, arr)
+    {
+        tk_pkg_kernel *x = &f->kernels[f->nkernels++];
+        char where[64];
+        snprintf(where, sizeof where, "kernels[%zu]", f->nkernels - 1);
+        if ((rc = get_str(r, k, "name", &x->name, where)) || (rc = get_str(r, k, "fatbin", &x->fatbin, where)) ||
+            (rc = get_str(r, k, "source", &x->source, where)))
+            return rc;
+    }
+    qsort(f->kernels, f->nkernels, sizeof(*f->kernels), cmp_kernel);
+    for (size_t i = 1; i < f->nkernels; i++)
+        if (!strcmp(f->kernels[i - 1].name, f->kernels[i].name))
+            return bad(r, "manifest.json: kernel '%s' is listed twice", f->kernels[i].name);
+    return 0;
+}
+
+static int read_ops(reader *r, const cJSON *doc)
+{
+    tk_pkgfile *f = r->f;
+    const cJSON *arr, *o;
+    size_t n;
+    int rc = get_array(r, doc, "ops", &arr, &n, 1u << 16, "top level");
+    if (rc)
+        return rc;
+    if (!(f->ops = calloc(n + 1, sizeof(*f->ops))))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    cJSON_ArrayForEach(o, arr)
+    {
+        tk_pkg_op *x = &f->ops[f->nops++];
+        char where[64];
+        snprintf(where, sizeof where, "ops[%zu]", f->nops - 1);
+        if ((rc = get_str(r, o, "name", &x->name, where)))
+            return rc;
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "builtin");
+        if (!cJSON_IsBool(b))
+            return bad(r, "manifest.json: op '%s': 'builtin' is missing or not true/false", x->name);
+        x->builtin = cJSON_IsTrue(b);
+        const cJSON *ks, *k;
+        size_t nk;
+        if ((rc = get_array(r, o, "kernels", &ks, &nk, 1u << 16, where)))
+            return rc;
+        if (!(x->kernels = calloc(nk + 1, sizeof(char *))))
+            return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+        cJSON_ArrayForEach(k, ks)
+        {
+            if (!cJSON_IsString(k) || !k->valuestring[0])
+                return bad(r, "manifest.json: op '%s': a kernel name is not a non-empty string", x->name);
+            if (!(x->kernels[x->nkernels++] = strdup(k->valuestring)))
+                return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+        }
+        qsort(x->kernels, x->nkernels, sizeof(char *), cmp_str);
+    }
+    qsort(f->ops, f->nops, sizeof(*f->ops), cmp_op);
+    for (size_t i = 1; i < f->nops; i++)
+        if (!strcmp(f->ops[i - 1].name, f->ops[i].name))
+            return bad(r, "manifest.json: op '%s' is listed twice", f->ops[i].name);
+    return 0;
+}
+
+static int read_manifest(reader *r, const char *text, size_t len)
+{
+    tk_pkgfile *f = r->f;
+    cJSON *doc = cJSON_ParseWithLength(text, len);
+    if (!doc || !cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        return bad(r, "manifest.json is not valid JSON");
+    }
+    int rc = 0, failed = 0;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TK_TKPKG_FORMAT) != 0) {
+        rc = bad(r, "not a tkpkg file (manifest.json has format '%s', expected '" TK_TKPKG_FORMAT "')",
+                 cJSON_IsString(fmt) ? fmt->valuestring : "?");
+        goto done;
+    }
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != TK_TKPKG_VERSION) {
+        rc = bad(r, "tkpkg version %g; this tkexport reads version %d", cJSON_IsNumber(ver) ? ver->valuedouble : -1.0,
+                 TK_TKPKG_VERSION);
+        goto done;
+    }
+    if ((rc = get_str(r, doc, "tkexport", &f->tkexport, "top level")) ||
+        (rc = get_str(r, doc, "program", &f->program_name, "top level")) ||
+        (rc = get_str_or_null(r, doc, "ptx", &f->ptx, "top level")) ||
+        (rc = get_str_or_null(r, doc, "host", &f->host, "top level")))
+        goto done;
+    if (f->ptx && !valid_arch(f->ptx, "compute_")) {
+        rc = bad(r, "manifest.json: 'ptx' is '%s', expected compute_XX", f->ptx);
+        goto done;
+    }
+    const cJSON *comp = cJSON_GetObjectItemCaseSensitive(doc, "compilers");
+    if (!cJSON_IsObject(comp)) {
+        rc = bad(r, "manifest.json: 'compilers' is missing or not an object");
+        goto done;
+    }
+    if ((rc = get_str_or_null(r, comp, "nvcc", &f->nvcc, "compilers")) ||
+        (rc = get_str_or_null(r, comp, "cc", &f->cc, "compilers")))
+        goto done;
+    const cJSON *archs, *a;
+    size_t na;
+    if ((rc = get_array(r, doc, "architectures", &archs, &na, 64, "top level")))
+        goto done;
+    if (!(f->archs = calloc(na + 1, sizeof(char *)))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+        goto done;
+    }
+    cJSON_ArrayForEach(a, archs)
+    {
+        if (!cJSON_IsString(a) || !valid_arch(a->valuestring, "sm_")) {
+            rc = bad(r, "manifest.json: architecture '%s' is not sm_XX", cJSON_IsString(a) ? a->valuestring : "?");
+            goto done;
+        }
+        f->archs[f->narchs++] = dup_or_null(a->valuestring, &failed);
+    }
+    if (failed) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+        goto done;
+    }
+    if ((rc = read_entries(r, doc)) || (rc = read_kernels(r, doc)) || (rc = read_ops(r, doc)))
+        goto done;
+done:
+    cJSON_Delete(doc);
+    return rc;
+}
+
+/* The archive holds exactly manifest.json and the listed entries, each of its size and digest. */
+static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx)
+{
+    tk_pkgfile *f = r->f;
+    size_t n = tk_zip_count(z);
+    unsigned char *seen = calloc(f->nentries + 1, 1);
+    if (!seen)
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (i == manifest_idx)
+            continue;
+        const char *name = tk_zip_name(z, i);
+        if (!name) {
+            rc = bad(r, "entry %zu has no name", i);
+            break;
+        }
+        tk_pkg_entry key = {.path = (char *)name};
+        tk_pkg_entry *e = bsearch(&key, f->entries, f->nentries, sizeof(*e), cmp_entry);
+        if (!e) {
+            rc = bad(r, "entry '%s' is not listed in manifest.json", name);
+            break;
+        }
+        if (seen[e - f->entries]) {
+            rc = bad(r, "entry '%s' appears twice", name);
+            break;
+        }
+        seen[e - f->entries] = 1;
+        uint64_t size;
+        if ((rc = tk_zip_size(z, i, &size)))
+            break;
+        if (size != e->size) {
+            rc = bad(r, "entry '%s' is %llu bytes, the manifest says %llu", name, (unsigned long long)size,
+                     (unsigned long long)e->size);
+            break;
+        }
+        int json = !strcmp(e->path, "program.json");
+        size_t len;
+        if ((rc = tk_zip_read(z, i, json ? TK_TKPKG_MAX_JSON : TK_TKPKG_MAX_ENTRY, &e->data, &len)))
+            break;
+        char hex[65];
+        tk_sha256_hex(e->data, len, hex);
+        if (strcmp(hex, e->sha256) != 0)
+            rc = bad(r, "entry '%s' has SHA-256 %.12s..., the manifest says %.12s...", name, hex, e->sha256);
+    }
+    for (size_t i = 0; i < f->nentries && !rc; i++)
+        if (!seen[i])
+            rc = bad(r, "entry '%s' listed in manifest.json is missing", f->entries[i].path);
+    free(seen);
+    return rc;
+}
+
+/* program.json parsed; its op table and the manifest's agree; every kernel an op needs is in a
+ * fatbin entry; the host object is an entry. */
+static int check_program(reader *r)
+{
+    tk_pkgfile *f = r->f;
+    const tk_pkg_entry *pj = tk_pkgfile_entry(f, "program.json");
+    if (!pj)
+        return bad(r, "no program.json");
+    int rc = tk_program_json_read(&f->program, (const char *)pj->data, (size_t)pj->size, r->origin);
+    if (rc)
+        return rc;
+    const tk_program_model *m = f->program;
+    if (strcmp(m->name, f->program_name) != 0)
+        return bad(r, "manifest.json names program '%s', program.json '%s'", f->program_name, m->name);
+    if (m->nops != f->nops)
+        return bad(r, "manifest.json lists %zu ops, program.json %zu", f->nops, m->nops);
+    for (size_t i = 0; i < m->nops; i++) {
+        const tk_pm_op *po = &m->ops[i];
+        tk_pkg_op key = {.name = po->name};
+        const tk_pkg_op *o = bsearch(&key, f->ops, f->nops, sizeof(*o), cmp_op);
+        if (!o)
+            return bad(r, "op '%s' of program.json is not in manifest.json", po->name);
+        if (o->builtin != (po->builtin != 0))
+            return bad(r, "op '%s' is built in according to one of manifest.json and program.json only", po->name);
+        for (size_t k = 0; k < o->nkernels; k++) {
+            const tk_pkg_kernel *kk = tk_pkgfile_kernel(f, o->kernels[k]);
+            if (!kk)
+                return bad(r, "kernel '%s' of op '%s' is not in the manifest's kernel table", o->kernels[k], o->name);
+            if (!tk_pkgfile_entry(f, kk->fatbin))
+                return bad(r, "kernel '%s' of op '%s': its fatbin '%s' is not in the package", kk->name, o->name,
+                           kk->fatbin);
+        }
+        for (size_t k = 0; k < po->nkernels; k++)
+            if (!bsearch(&po->kernels[k], o->kernels, o->nkernels, sizeof(char *), cmp_str))
+                return bad(r, "kernel '%s' of op '%s' is missing from the package", po->kernels[k], po->name);
+    }
+    if (f->host && !tk_pkgfile_entry(f, f->host))
+        return bad(r, "the host object '%s' is not in the package", f->host);
+    return 0;
+}
+
+int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin)
+{
+    *out = NULL;
+    tk_pkgfile *f = calloc(1, sizeof(*f));
+    if (!f || !(f->origin = strdup(origin))) {
+        free(f);
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", origin);
+    }
+    reader r = {f, f->origin};
+    tk_zip_reader *z = NULL;
+    unsigned char *manifest = NULL;
+    size_t manifest_len = 0, manifest_idx = 0;
+    int rc = tk_zip_open(&z, data, len, f->origin, ".tkpkg", TK_TKPKG_MAX_ENTRIES + 1);
+    if (rc)
+        goto done;
+    size_t n = tk_zip_count(z), found = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = tk_zip_name(z, i);
+        if (name && !strcmp(name, "manifest.json")) {
+            manifest_idx = i;
+            found++;
+        }
+    }
+    if (found != 1) {
+        rc = found ? bad(&r, "entry 'manifest.json' appears twice") : bad(&r, "is not a .tkpkg (no manifest.json)");
+        goto done;
+    }
+    if ((rc = tk_zip_read(z, manifest_idx, TK_TKPKG_MAX_JSON, &manifest, &manifest_len)) ||
+        (rc = read_manifest(&r, (const char *)manifest, manifest_len)) || (rc = read_entry_bytes(&r, z, manifest_idx)) ||
+        (rc = check_program(&r)))
+        goto done;
+done:
+    free(manifest);
+    tk_zip_close(z);
+    if (rc) {
+        tk_pkgfile_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int tk_pkgfile_read(tk_pkgfile **out, const char *path)
+{
+    char *data = NULL;
+    size_t len = 0;
+    char origin[1100];
+    *out = NULL;
+    int rc = tk_file_read(&data, &len, path, PKG_MAX_FILE);
+    if (rc)
+        return rc;
+    snprintf(origin, sizeof origin, "'%s'", path);
+    rc = tk_pkgfile_read_mem(out, data, len, origin);
+    free(data);
+    return rc;
+}
+
+void tk_pkgfile_free(tk_pkgfile *f)
+{
+    if (!f)
+        return;
+    free(f->origin);
+    free(f->tkexport);
+    free(f->program_name);
+    for (size_t i = 0; i < f->narchs; i++)
+        free(f->archs[i]);
+    free(f->archs);
+    free(f->ptx);
+    free(f->nvcc);
+    free(f->cc);
+    free(f->host);
+    for (size_t i = 0; i < f->nkernels; i++) {
+        free(f->kernels[i].name);
+        free(f->kernels[i].fatbin);
+        free(f->kernels[i].source);
+    }
+    free(f->kernels);
+    for (size_t i = 0; i < f->nops; i++) {
+        free(f->ops[i].name);
+        for (size_t k = 0; k < f->ops[i].nkernels; k++)
+            free(f->ops[i].kernels[k]);
+        free(f->ops[i].kernels);
+    }
+    free(f->ops);
+    for (size_t i = 0; i < f->nentries; i++) {
+        free(f->entries[i].path);
+        free(f->entries[i].data);
+    }
+    free(f->entries);
+    tk_program_model_free(f->program);
+    free(f);
+}
+
+const tk_pkg_entry *tk_pkgfile_entry(const tk_pkgfile *f, const char *path)
+{
+    tk_pkg_entry key = {.path = (char *)path};
+    return f->nentries ? bsearch(&key, f->entries, f->nentries, sizeof(key), cmp_entry) : NULL;
+}
+
+const tk_pkg_kernel *tk_pkgfile_kernel(const tk_pkgfile *f, const char *name)
+{
+    tk_pkg_kernel key = {.name = (char *)name};
+    return f->nkernels ? bsearch(&key, f->kernels, f->nkernels, sizeof(key), cmp_kernel) : NULL;
+}
