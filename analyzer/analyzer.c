@@ -237,23 +237,6 @@ static int run_pool(pool *p, int jobs)
     return p->oom ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
 }
 
-static char *default_cache_dir(void)
-{
-    const char *e = getenv("TKEXPORT_CACHE_DIR");
-    char buf[PATH_MAX];
-    if (e && *e)
-        return strdup(e);
-    if ((e = getenv("XDG_CACHE_HOME")) && *e) {
-        snprintf(buf, sizeof(buf), "%s/tkexport", e);
-        return strdup(buf);
-    }
-    if ((e = getenv("HOME")) && *e) {
-        snprintf(buf, sizeof(buf), "%s/.cache/tkexport", e);
-        return strdup(buf);
-    }
-    return NULL;
-}
-
 int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const char *const *paths, size_t n_paths)
 {
     *out = NULL;
@@ -358,7 +341,7 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
     }
     qsort(p.jobs, p.n, sizeof(*p.jobs), cmp_job);
 
-    cache_dir = opts->no_cache ? NULL : (opts->cache_dir ? strdup(opts->cache_dir) : default_cache_dir());
+    cache_dir = opts->no_cache ? NULL : (opts->cache_dir ? strdup(opts->cache_dir) : tk_default_cache_dir());
     tk_cache_init(&cache, cache_dir);
     have_cache = 1;
     for (unsigned i = 0; i < p.n_unsaved; i++)

@@ -1,4 +1,4 @@
-/* tkexport inspect: a .tkprog as text for people, its program.json for tools, or a Graphviz
+/* tkexport inspect: a .tkprog or a .tkpkg as text for people, as JSON for tools, or a Graphviz
  * picture of its graph. */
 #define _POSIX_C_SOURCE 200809L
 #include <getopt.h>
@@ -8,7 +8,10 @@
 
 #include "cli.h"
 #include "exporter.h"
+#include "fsutil.h"
 #include "options.h"
+#include "pkgfile.h"
+#include "zipfile.h"
 #include <tk/error.h>
 
 static const tk_cli_option options[] = {
@@ -19,14 +22,74 @@ static const tk_cli_option options[] = {
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: tkexport inspect FILE.tkprog [--format text|json|dot]\n\n"
-               "Reads a .tkprog (checking its format, version, digests and weights) and shows it: text lists\n"
-               "the inputs with their dimensions' ranges, the parameters, the nodes with their shapes and\n"
-               "source lines, the guards, the ops with their kernels and the sources; json prints its\n"
-               "program.json as stored; dot prints a Graphviz digraph of values and nodes.\n\n"
+    fprintf(f, "usage: tkexport inspect FILE.tkprog|FILE.tkpkg [--format text|json|dot]\n\n"
+               "Reads a .tkprog or a .tkpkg (checking its format, version, digests and weights) and shows it:\n"
+               "text lists, for a package, the architectures, compilers, kernels with their fatbins and every\n"
+               "entry with its size and SHA-256, then the program: the inputs with their dimensions' ranges,\n"
+               "the parameters, the nodes with their shapes and source lines, the guards, the ops with their\n"
+               "kernels and the sources; json prints program.json as stored (for a package, an object with\n"
+               "its manifest and its program); dot prints a Graphviz digraph of values and nodes.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "fh");
-    fprintf(f, "\nexit status: 0 done, 1 the file is not a readable .tkprog, 2 usage error, 3 internal error\n");
+    fprintf(f, "\nexit status: 0 done, 1 the file is not a readable .tkprog or .tkpkg, 2 usage error, 3 internal error\n");
+}
+
+#define INSPECT_MAX_FILE ((size_t)1 << 40)
+
+/* A .tkpkg (a zip with manifest.json) or a .tkprog, read and checked; *m is the program (owned
+ * by *pkg for a package). */
+static int read_file(tk_program_model **m, tk_pkgfile **pkg, const char *path)
+{
+    char *data = NULL, origin[1100];
+    size_t len = 0;
+    tk_zip_reader *z = NULL;
+    int rc = tk_file_read(&data, &len, path, INSPECT_MAX_FILE), is_pkg = 0;
+    if (rc)
+        return rc;
+    snprintf(origin, sizeof origin, "'%s'", path);
+    if (tk_zip_open(&z, data, len, origin, ".tkprog or .tkpkg", TK_TKPKG_MAX_ENTRIES + 1) == 0) {
+        for (size_t i = 0; i < tk_zip_count(z) && !is_pkg; i++) {
+            const char *name = tk_zip_name(z, i);
+            is_pkg = name && !strcmp(name, "manifest.json");
+        }
+        tk_zip_close(z);
+    }
+    tk_error_clear();
+    if (is_pkg && !(rc = tk_pkgfile_read_mem(pkg, data, len, origin)))
+        *m = (*pkg)->program;
+    else if (!is_pkg)
+        rc = tk_tkprog_read_mem(m, data, len, origin);
+    free(data);
+    return rc;
+}
+
+static int write_package_text(const tk_pkgfile *f, FILE *out)
+{
+    fprintf(out, "package %s: program '%s', written by tkexport %s\n", f->origin, f->program_name, f->tkexport);
+    fprintf(out, "architectures:");
+    for (size_t i = 0; i < f->narchs; i++)
+        fprintf(out, " %s", f->archs[i]);
+    fprintf(out, "%s%s%s\n", f->narchs ? "" : " none (no kernels)", f->ptx ? ", PTX " : "", f->ptx ? f->ptx : "");
+    fprintf(out, "compilers: nvcc %s; cc %s\n", f->nvcc ? f->nvcc : "(not used)", f->cc ? f->cc : "(not used)");
+    fprintf(out, "host object: %s\n", f->host ? f->host : "none (every op is built in)");
+    fprintf(out, "kernels:\n");
+    if (!f->nkernels)
+        fprintf(out, "  (none)\n");
+    for (size_t i = 0; i < f->nkernels; i++)
+        fprintf(out, "  %-24s %s (from %s)\n", f->kernels[i].name, f->kernels[i].fatbin, f->kernels[i].source);
+    fprintf(out, "entries (SHA-256 verified):\n");
+    for (size_t i = 0; i < f->nentries; i++)
+        fprintf(out, "  %-44s %10llu  %s\n", f->entries[i].path, (unsigned long long)f->entries[i].size,
+                f->entries[i].sha256);
+    return fprintf(out, "\n") < 0 ? tk_error_set(TK_EIO, "writing the output failed") : 0;
+}
+
+/* {"manifest": <manifest.json>, "program": <program.json>}: both as stored. */
+static int write_package_json(const tk_pkgfile *f, FILE *out)
+{
+    const tk_pkg_entry *pj = tk_pkgfile_entry(f, "program.json");
+    int bad = fprintf(out, "{\"manifest\": %s,\n\"program\": %s}\n", f->manifest_json, pj ? (const char *)pj->data : "null") < 0;
+    return bad ? tk_error_set(TK_EIO, "writing the output failed") : 0;
 }
 
 int cmd_inspect(int argc, char **argv)
@@ -61,19 +124,27 @@ int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "tkexport inspect: one FILE at a time (got %d)\n", argc - optind);
         return TK_EXIT_USAGE;
     }
-    if ((err = tk_tkprog_read(&m, argv[optind]))) {
+    tk_pkgfile *pkg = NULL;
+    if ((err = read_file(&m, &pkg, argv[optind]))) {
         fprintf(stderr, "tkexport inspect: %s\n", tk_error_last());
         return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
     }
-    if (!strcmp(format, "json"))
+    if (pkg && !strcmp(format, "json"))
+        err = write_package_json(pkg, stdout);
+    else if (!strcmp(format, "json"))
         err = fputs(m->program_json, stdout) < 0 ? tk_error_set(TK_EIO, "writing the output failed") : 0;
     else if (!strcmp(format, "dot"))
         err = tk_program_model_write_dot(m, stdout);
-    else
+    else if (pkg && (err = write_package_text(pkg, stdout)) == 0)
+        err = tk_program_model_write_text(m, stdout);
+    else if (!pkg)
         err = tk_program_model_write_text(m, stdout);
     if (err)
         fprintf(stderr, "tkexport inspect: %s\n", tk_error_last());
     rc = err ? TK_EXIT_FINDINGS : TK_EXIT_OK;
-    tk_program_model_free(m);
+    if (pkg)
+        tk_pkgfile_free(pkg);
+    else
+        tk_program_model_free(m);
     return rc;
 }

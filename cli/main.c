@@ -15,7 +15,8 @@ static const command commands[] = {
     {"lint", cmd_lint, "check ops for mistakes export would hit: compiler-style text, JSON or SARIF"},
     {"lsp", cmd_lsp, "language server for editors: lint findings as you type (LSP on stdio)"},
     {"export", cmd_export, "trace a model (TK_PROGRAM) into a .tkprog: program, weights, op sources"},
-    {"inspect", cmd_inspect, "show a .tkprog: inputs and ranges, nodes, ops and kernels (text, JSON, dot)"},
+    {"compile", cmd_compile, "compile a .tkprog's kernels and host code ahead of time into a .tkpkg"},
+    {"inspect", cmd_inspect, "show a .tkprog or .tkpkg: inputs and ranges, nodes, ops, kernels, digests"},
 };
 
 static void usage(FILE *f)

@@ -1,7 +1,8 @@
 /* File helpers shared by the components. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* mkdtemp, realpath */
 #include "fsutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -141,4 +142,77 @@ int tk_path_is_dir(const char *path)
     if (stat(path, &st) != 0)
         return -1;
     return S_ISDIR(st.st_mode) ? 1 : 0;
+}
+
+char *tk_default_cache_dir(void)
+{
+    const char *e = getenv("TKEXPORT_CACHE_DIR");
+    char buf[PATH_MAX];
+    if (e && *e)
+        return strdup(e);
+    if ((e = getenv("XDG_CACHE_HOME")) && *e) {
+        snprintf(buf, sizeof(buf), "%s/tkexport", e);
+        return strdup(buf);
+    }
+    if ((e = getenv("HOME")) && *e) {
+        snprintf(buf, sizeof(buf), "%s/.cache/tkexport", e);
+        return strdup(buf);
+    }
+    return NULL;
+}
+
+/* tkexport's include folder, found as the analyzer finds it: $TKEXPORT_INCLUDE_DIR, then
+ * <prefix>/share/tkexport/include beside the executable, then the source tree's. */
+int tk_tool_include_dir(char *out, size_t n)
+{
+    char exe[PATH_MAX], share[PATH_MAX + 40], probe[PATH_MAX + 64];
+    share[0] = '\0';
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len > 0) {
+        exe[len] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(share, sizeof share, "%s/../share/tkexport/include", exe);
+        }
+    }
+    const char *candidates[] = {getenv("TKEXPORT_INCLUDE_DIR"), share, TK_SOURCE_INCLUDE_DIR};
+    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
+        if (!candidates[i] || !candidates[i][0])
+            continue;
+        snprintf(probe, sizeof probe, "%s/tk/program.h", candidates[i]);
+        if (access(probe, R_OK) == 0 && realpath(candidates[i], probe) && strlen(probe) < n) {
+            snprintf(out, n, "%s", probe);
+            return 0;
+        }
+    }
+    return tk_error_set(TK_ENOTFOUND, "cannot find tkexport's own headers (tk/program.h); set TKEXPORT_INCLUDE_DIR");
+}
+
+int tk_remove_tree(const char *path)
+{
+    if (tk_path_is_dir(path) == 1) {
+        DIR *d = opendir(path);
+        struct dirent *e;
+        char sub[PATH_MAX];
+        while (d && (e = readdir(d))) {
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+            tk_remove_tree(sub);
+        }
+        if (d)
+            closedir(d);
+        return rmdir(path);
+    }
+    return unlink(path);
+}
+
+int tk_tempdir_new(char *out, size_t n)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, n, "%s/tkexport-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
+    if (!mkdtemp(out))
+        return tk_error_set(TK_EIO, "cannot create a temporary folder '%s': %s", out, strerror(errno));
+    return 0;
 }

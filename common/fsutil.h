@@ -22,4 +22,18 @@ char *tk_path_relative_to_cwd(const char *abs_path);
 /* 1 for a directory, 0 for anything else that exists, -1 when it does not exist. */
 int tk_path_is_dir(const char *path);
 
+/* tkexport's cache folder: $TKEXPORT_CACHE_DIR, else $XDG_CACHE_HOME/tkexport, else
+ * ~/.cache/tkexport; malloc'd, NULL when none of them is set. */
+char *tk_default_cache_dir(void);
+
+/* Removes a file or a folder with everything in it (rm -r); -1 when something stayed. */
+int tk_remove_tree(const char *path);
+
+/* A new private folder $TMPDIR/tkexport-XXXXXX (else under /tmp) into out. */
+int tk_tempdir_new(char *out, size_t n);
+
+/* tkexport's own include folder (the one holding tk/program.h): $TKEXPORT_INCLUDE_DIR, then
+ * <prefix>/share/tkexport/include beside the running executable, then the source tree's. */
+int tk_tool_include_dir(char *out, size_t n);
+
 #endif

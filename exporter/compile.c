@@ -86,34 +86,6 @@ static int walk(list *out, const char *dir)
     return rc;
 }
 
-/* tkexport's include folder, found as the analyzer finds it: $TKEXPORT_INCLUDE_DIR, then
- * <prefix>/share/tkexport/include beside the executable, then the source tree's. */
-static int include_dir(char *out, size_t n)
-{
-    char exe[PATH_MAX], share[PATH_MAX + 40], probe[PATH_MAX + 64];
-    share[0] = '\0';
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-    if (len > 0) {
-        exe[len] = '\0';
-        char *slash = strrchr(exe, '/');
-        if (slash) {
-            *slash = '\0';
-            snprintf(share, sizeof share, "%s/../share/tkexport/include", exe);
-        }
-    }
-    const char *candidates[] = {getenv("TKEXPORT_INCLUDE_DIR"), share, TK_SOURCE_INCLUDE_DIR};
-    for (size_t i = 0; i < sizeof candidates / sizeof candidates[0]; i++) {
-        if (!candidates[i] || !candidates[i][0])
-            continue;
-        snprintf(probe, sizeof probe, "%s/tk/program.h", candidates[i]);
-        if (access(probe, R_OK) == 0 && realpath(candidates[i], probe) && strlen(probe) < n) {
-            snprintf(out, n, "%s", probe);
-            return 0;
-        }
-    }
-    return tk_error_set(TK_ENOTFOUND, "cannot find tkexport's own headers (tk/program.h); set TKEXPORT_INCLUDE_DIR");
-}
-
 static int run(char *const *argv)
 {
     pid_t pid;
@@ -132,29 +104,10 @@ static int run(char *const *argv)
                         WTERMSIG(status));
 }
 
-static int remove_tree(const char *path)
-{
-    if (tk_path_is_dir(path) == 1) {
-        DIR *d = opendir(path);
-        struct dirent *e;
-        char sub[PATH_MAX];
-        while (d && (e = readdir(d))) {
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            remove_tree(sub);
-        }
-        if (d)
-            closedir(d);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
 void tk_export_compile_cleanup(char *so_path, char *tmpdir)
 {
     if (tmpdir)
-        remove_tree(tmpdir);
+        tk_remove_tree(tmpdir);
     free(so_path);
     free(tmpdir);
 }
@@ -165,7 +118,7 @@ int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, s
     char inc[PATH_MAX], flag[PATH_MAX + 8], tmpl[PATH_MAX], so[PATH_MAX + 16];
     *so_path = NULL;
     *tmpdir = NULL;
-    int rc = include_dir(inc, sizeof inc);
+    int rc = tk_tool_include_dir(inc, sizeof inc);
     if (rc)
         return rc;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -188,12 +141,8 @@ int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, s
         rc = tk_error_set(TK_ENOTFOUND, "no .c file under the given paths (a model is a .c file with TK_PROGRAM)");
         goto done;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(tmpl, sizeof tmpl, "%s/tkexport-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
-    if (!mkdtemp(tmpl)) {
-        rc = tk_error_set(TK_EIO, "cannot create a temporary folder '%s': %s", tmpl, strerror(errno));
+    if ((rc = tk_tempdir_new(tmpl, sizeof tmpl)))
         goto done;
-    }
     if (!(*tmpdir = strdup(tmpl))) {
         rmdir(tmpl);
         rc = tk_error_set(TK_ENOMEM, "out of memory");

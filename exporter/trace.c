@@ -73,14 +73,18 @@ static int fail(tracer *t, int code, const char *fmt, ...)
     return code;
 }
 
-/* A source path as programs record it: relative to the current folder when below it. */
+/* A source path as programs record it: relative to the current folder when below it, else
+ * without its leading '/' (as the source closure names files: no absolute path in a program). */
 static char *rel_path(tk_program_model *m, const char *file)
 {
     if (!file)
         return tk_pm_strdup(m, "");
     if (file[0] == '/') {
         char *r = tk_path_relative_to_cwd(file);
-        char *p = r ? tk_pm_strdup(m, r) : NULL;
+        const char *q = r;
+        while (q && *q == '/')
+            q++;
+        char *p = q ? tk_pm_strdup(m, q) : NULL;
         free(r);
         return p;
     }

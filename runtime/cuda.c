@@ -288,6 +288,27 @@ int tk_cuda_sm_count_of(tk_ctx *ctx)
     return ctx && ctx->cuda ? ctx->cuda->dev->sm_count : 1;
 }
 
+int tk_cuda_device_count(int *n)
+{
+    *n = 0;
+    int rc = tk_cuda_available();
+    if (!rc)
+        *n = ndevices;
+    return rc;
+}
+
+int tk_cuda_compute_capability(int ordinal, int *major, int *minor)
+{
+    tk_cu_device *d;
+    int rc = device_get(&d, ordinal);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
+    TK_CU_CHECK(cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
+done:
+    return rc;
+}
+
 #else /* built without the CUDA headers: every GPU request fails as on a machine without a driver */
 #include "rt_internal.h"
 
@@ -309,4 +330,10 @@ int tk_cuda_memcpy(tk_ctx *ctx, void *dst, tk_device dst_dev, const void *src, t
 int tk_cuda_sync(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
 void *tk_cuda_stream(tk_ctx *ctx) { (void)ctx; return NULL; }
 int tk_cuda_sm_count_of(tk_ctx *ctx) { (void)ctx; return 1; }
+int tk_cuda_device_count(int *n) { *n = 0; return no_cuda(); }
+int tk_cuda_compute_capability(int ordinal, int *major, int *minor)
+{
+    (void)ordinal, *major = *minor = 0;
+    return no_cuda();
+}
 #endif

@@ -439,6 +439,8 @@ int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const ch
         (rc = read_manifest(&r, (const char *)manifest, manifest_len)) || (rc = read_entry_bytes(&r, z, manifest_idx)) ||
         (rc = check_program(&r)))
         goto done;
+    f->manifest_json = (char *)manifest;
+    manifest = NULL;
 done:
     free(manifest);
     tk_zip_close(z);
@@ -470,6 +472,7 @@ void tk_pkgfile_free(tk_pkgfile *f)
     if (!f)
         return;
     free(f->origin);
+    free(f->manifest_json);
     free(f->tkexport);
     free(f->program_name);
     for (size_t i = 0; i < f->narchs; i++)

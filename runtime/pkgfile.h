@@ -42,6 +42,7 @@ typedef struct tk_pkg_op {
 
 typedef struct tk_pkgfile {
     char *origin;   /* "'mlp.tkpkg'", for messages */
+    char *manifest_json; /* manifest.json as stored */
     char *tkexport; /* the version that wrote it */
     char *program_name;
     size_t narchs;

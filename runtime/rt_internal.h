@@ -93,6 +93,10 @@ int tk_cuda_sync(tk_ctx *ctx);
 /* ctx's CUstream (cast to cudaStream_t for CUDA libraries), NULL on the CPU. */
 void *tk_cuda_stream(tk_ctx *ctx);
 int tk_cuda_sm_count_of(tk_ctx *ctx);
+/* The number of CUDA devices, and the compute capability of one (7.5, 9.0...); TK_EDEVICE with
+ * the reason when there is no usable driver. */
+int tk_cuda_device_count(int *n);
+int tk_cuda_compute_capability(int ordinal, int *major, int *minor);
 /* Looks kernel->name up in the registered fatbins (modules loaded on first use per device),
  * checks args against the kernel's parameters and launches on ctx's stream. */
 int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args);

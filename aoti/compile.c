@@ -1,0 +1,779 @@
+/* tkexport compile: a .tkprog into a .tkpkg. The sources of the program's closure are written to
+ * a private temporary folder; each .cu that defines a kernel an op launches becomes a fatbin
+ * and the .c files one host object, compiled concurrently unless the cache has them; the
+ * results are packed with program.json and the weights into a reproducible zip. */
+#define _DEFAULT_SOURCE
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aoti.h"
+#include "fsutil.h"
+#include "rt_internal.h"
+#include "sha256.h"
+#include "strbuf.h"
+#include "tkprog.h"
+#include "zipfile.h"
+
+#ifndef TK_VERSION
+#define TK_VERSION "0.0.0"
+#endif
+
+#define DEFAULT_ARCH "sm_90"
+#define MAX_ARTIFACT ((size_t)1 << 32)
+
+/* --- architectures ------------------------------------------------------------------------- */
+
+int tk_aoti_check_arch(const char *arch)
+{
+    const char *p = arch;
+    int ok = strncmp(p, "sm_", 3) == 0;
+    size_t digits = 0;
+    if (ok) {
+        p += 3;
+        while (isdigit((unsigned char)p[digits]))
+            digits++;
+        ok = digits >= 2 && digits <= 3 && atoi(p) >= 75 &&
+             (p[digits] == '\0' || ((p[digits] == 'a' || p[digits] == 'f') && p[digits + 1] == '\0'));
+    }
+    if (!ok)
+        return tk_error_set(TK_EINVAL, "unknown architecture '%s': expected sm_XX with XX a compute capability nvcc "
+                            "supports (75, 80, 86, 87, 89, 90, 100, 103, 110, 120, 121; 'a' or 'f' suffixes too)",
+                            arch);
+    return 0;
+}
+
+/* The architecture's number: 90 for sm_90a. */
+static int arch_number(const char *arch) { return atoi(arch + 3); }
+
+/* nvcc's own list ("sm_75 sm_80 ..."), against which each requested base architecture is checked. */
+static int check_arch_known(const char *arch, const char *known)
+{
+    char base[16];
+    snprintf(base, sizeof base, "sm_%d", arch_number(arch));
+    const char *p = known;
+    size_t n = strlen(base);
+    while ((p = strstr(p, base))) {
+        if ((p == known || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 0;
+        p += n;
+    }
+    return tk_error_set(TK_EINVAL, "unknown architecture '%s': this nvcc compiles for %s", arch, known);
+}
+
+static int cmp_arch(const void *a, const void *b)
+{
+    const char *x = *(const char *const *)a, *y = *(const char *const *)b;
+    int d = arch_number(x) - arch_number(y);
+    return d ? d : strcmp(x, y);
+}
+
+/* --- sources --------------------------------------------------------------------------------- */
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+/* text with comments, string and character literals blanked out (same length). */
+static char *strip_comments(const unsigned char *data, size_t len)
+{
+    char *t = malloc(len + 1);
+    if (!t)
+        return NULL;
+    memcpy(t, data, len);
+    t[len] = '\0';
+    for (size_t i = 0; i < len; i++) {
+        if (t[i] == '/' && t[i + 1] == '/') {
+            while (i < len && t[i] != '\n')
+                t[i++] = ' ';
+        } else if (t[i] == '/' && t[i + 1] == '*') {
+            t[i] = t[i + 1] = ' ';
+            for (i += 2; i < len && !(t[i] == '*' && t[i + 1] == '/'); i++)
+                if (t[i] != '\n')
+                    t[i] = ' ';
+            if (i < len)
+                t[i] = t[i + 1] = ' ', i++;
+        } else if (t[i] == '"' || t[i] == '\'') {
+            char q = t[i];
+            for (i++; i < len && t[i] != q && t[i] != '\n'; i++) {
+                if (t[i] == '\\' && i + 1 < len)
+                    t[i++] = ' ';
+                t[i] = ' ';
+            }
+        }
+    }
+    return t;
+}
+
+/* Does the .cu text define kernel `name`? A definition is TK_KERNEL or __global__, then the
+ * declarator whose name is followed by its parameter list and a body. */
+static int defines_kernel(const char *text, const char *name)
+{
+    static const char *const marks[] = {"TK_KERNEL", "__global__"};
+    size_t nl = strlen(name);
+    for (size_t m = 0; m < 2; m++) {
+        size_t ml = strlen(marks[m]);
+        for (const char *p = strstr(text, marks[m]); p; p = strstr(p + ml, marks[m])) {
+            if ((p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[ml]) ||
+                p[ml] == '_')
+                continue;
+            const char *paren = strchr(p + ml, '(');
+            const char *semi = strchr(p + ml, ';');
+            if (!paren || (semi && semi < paren))
+                continue;
+            const char *e = paren;
+            while (e > p && isspace((unsigned char)e[-1]))
+                e--;
+            const char *b = e;
+            while (b > p && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
+                b--;
+            if ((size_t)(e - b) != nl || strncmp(b, name, nl) != 0)
+                continue;
+            int depth = 0;
+            const char *q = paren;
+            for (; *q; q++) {
+                if (*q == '(')
+                    depth++;
+                else if (*q == ')' && --depth == 0)
+                    break;
+            }
+            if (!*q)
+                continue;
+            for (q++; *q && isspace((unsigned char)*q); q++)
+                ;
+            if (*q == '{')
+                return 1;
+        }
+    }
+    return 0;
+}
+
+/* --- the work ------------------------------------------------------------------------------ */
+
+typedef struct unit {
+    const tk_pm_source *src; /* the .cu, or NULL for the host object */
+    char key[65];
+    char *cache_path;
+    char *out_path; /* what the compiler writes in the temporary folder */
+    char *entry;    /* "kernels/<path>.fatbin" or "host/ops.so" */
+    unsigned char *bytes;
+    size_t len;
+    int cached;
+    int job; /* index into the job list, or -1 */
+} unit;
+
+typedef struct compile {
+    const tk_aoti_options *o;
+    tk_program_model *m;
+    tk_toolchain tc;
+    const char *archs[TK_AOTI_MAX_ARCHS];
+    size_t narchs;
+    char include[PATH_MAX];
+    char tmp[PATH_MAX];
+    char *cache;    /* NULL: no cache */
+    char *tk_heads; /* "path sha\n" of tkexport's headers, for keys */
+    unit *units;
+    size_t nunits;
+    char **kernel_src; /* per kernel of the op table (flattened order): the source path */
+    tk_job *jobs;
+    size_t njobs;
+} compile;
+
+static int add_list(tk_strbuf *sb, char *const *argv)
+{
+    int rc = 0;
+    for (size_t i = 0; argv[i] && !rc; i++)
+        rc = tk_strbuf_addf(sb, "%s\n", argv[i]);
+    return rc;
+}
+
+/* "path sha256\n" of every file in tkexport's include/tk, sorted by name. */
+static int hash_tk_headers(compile *c)
+{
+    char dir[PATH_MAX + 8];
+    snprintf(dir, sizeof dir, "%s/tk", c->include);
+    DIR *d = opendir(dir);
+    if (!d)
+        return tk_error_set(TK_EIO, "cannot read '%s': %s", dir, strerror(errno));
+    char *names[256];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 256)
+        if (e->d_name[0] != '.')
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && names[j - 1] && names[j] && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    tk_strbuf sb = {0};
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        char path[PATH_MAX + 300], *data = NULL, hex[65];
+        size_t len;
+        if (!names[i]) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (!rc && !(rc = tk_file_read(&data, &len, path, 1u << 24))) {
+            tk_sha256_hex(data, len, hex);
+            rc = tk_strbuf_addf(&sb, "tk/%s %s\n", names[i], hex);
+        }
+        free(data);
+        free(names[i]);
+    }
+    if (!rc && !(c->tk_heads = tk_strbuf_detach(&sb)))
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+    tk_strbuf_release(&sb);
+    return rc;
+}
+
+/* The digest of everything a unit's output depends on. */
+static int unit_key(compile *c, unit *u, char *const *argv)
+{
+    tk_strbuf sb = {0};
+    int rc = tk_strbuf_addf(&sb, "tkexport-aoti %s\n%s\n", TK_VERSION, u->src ? "fatbin" : "host");
+    if (!rc)
+        rc = tk_strbuf_adds(&sb, u->src ? c->tc.nvcc_version : c->tc.cc_version);
+    if (!rc)
+        rc = add_list(&sb, argv);
+    if (!rc)
+        rc = tk_strbuf_adds(&sb, c->tk_heads);
+    for (size_t i = 0; i < c->m->nsources && !rc; i++) {
+        const tk_pm_source *s = &c->m->sources[i];
+        int is_cu = ends_with(s->path, ".cu"), is_c = ends_with(s->path, ".c");
+        int wanted = u->src ? (s == u->src || (!is_cu && !is_c)) : !is_cu;
+        if (wanted)
+            rc = tk_strbuf_addf(&sb, "%s %s\n", s->path, s->sha256);
+    }
+    if (!rc) {
+        tk_sha256_hex(sb.buf, sb.len, u->key);
+        if (c->cache) {
+            size_t n = strlen(c->cache) + 80;
+            if (!(u->cache_path = malloc(n)))
+                rc = tk_error_set(TK_ENOMEM, "out of memory");
+            else
+                snprintf(u->cache_path, n, "%s/%s.%s", c->cache, u->key, u->src ? "fatbin" : "so");
+        }
+    }
+    tk_strbuf_release(&sb);
+    return rc;
+}
+
+static char **argv_new(const char *const *items, size_t n, const char *const *more, size_t nmore)
+{
+    char **v = calloc(n + nmore + 1, sizeof(char *));
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n + nmore; i++)
+        if (!(v[i] = strdup(i < n ? items[i] : more[i - n]))) {
+            for (size_t j = 0; j < i; j++)
+                free(v[j]);
+            free(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void argv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The nvcc command for a kernel source, run in tmp/src. */
+static char **nvcc_argv(compile *c, const char *path, const char *out)
+{
+    const char *items[8 + 4 * TK_AOTI_MAX_ARCHS];
+    char gencode[TK_AOTI_MAX_ARCHS + 1][64], inc[PATH_MAX + 4];
+    size_t n = 0;
+    snprintf(inc, sizeof inc, "-I%s", c->include);
+    items[n++] = c->tc.nvcc;
+    items[n++] = "-fatbin";
+    items[n++] = "-O3";
+    items[n++] = "-std=c++17";
+    items[n++] = inc;
+    for (size_t i = 0; i < c->narchs; i++) {
+        snprintf(gencode[i], sizeof gencode[i], "arch=compute_%s,code=%s", c->archs[i] + 3, c->archs[i]);
+        items[n++] = "-gencode";
+        items[n++] = gencode[i];
+    }
+    snprintf(gencode[c->narchs], sizeof gencode[0], "arch=compute_%d,code=compute_%d", arch_number(c->archs[0]),
+             arch_number(c->archs[0]));
+    items[n++] = "-gencode";
+    items[n++] = gencode[c->narchs];
+    const char *tail[] = {"-o", out, path};
+    return argv_new(items, n, tail, 3);
+}
+
+/* The C compiler's command for the host object, run in tmp/src on every .c of the closure. */
+static char **cc_argv(compile *c, const char *out)
+{
+    char inc[PATH_MAX + 4], map1[2 * PATH_MAX], map2[2 * PATH_MAX];
+    snprintf(inc, sizeof inc, "-I%s", c->include);
+    snprintf(map1, sizeof map1, "-ffile-prefix-map=%s/src/=", c->tmp);
+    snprintf(map2, sizeof map2, "-ffile-prefix-map=%s=tk-include", c->include);
+    const char *items[] = {c->tc.cc, "-std=c11", "-O2", "-fPIC", "-shared", "-g0", inc, map1, map2, "-o", out};
+    size_t n = sizeof items / sizeof items[0], nc = 0;
+    const char *files[4096];
+    for (size_t i = 0; i < c->m->nsources && nc < 4096; i++)
+        if (ends_with(c->m->sources[i].path, ".c"))
+            files[nc++] = c->m->sources[i].path;
+    return argv_new(items, n, files, nc);
+}
+
+/* The arguments of a command without the temporary folder's name (for cache keys). */
+static char **argv_for_key(compile *c, char *const *argv)
+{
+    size_t n = 0;
+    while (argv[n])
+        n++;
+    char **v = calloc(n + 1, sizeof(char *));
+    if (!v)
+        return NULL;
+    size_t tl = strlen(c->tmp);
+    for (size_t i = 0; i < n; i++) {
+        const char *a = argv[i];
+        const char *hit = strstr(a, c->tmp);
+        char buf[3 * PATH_MAX];
+        if (hit) {
+            snprintf(buf, sizeof buf, "%.*s<tmp>%s", (int)(hit - a), a, hit + tl);
+            a = buf;
+        }
+        if (!(v[i] = strdup(a))) {
+            argv_free(v);
+            return NULL;
+        }
+    }
+    return v;
+}
+
+/* Writes the closure's sources under tmp/src. */
+static int write_sources(compile *c)
+{
+    for (size_t i = 0; i < c->m->nsources; i++) {
+        const tk_pm_source *s = &c->m->sources[i];
+        char path[2 * PATH_MAX];
+        snprintf(path, sizeof path, "%s/src/%s", c->tmp, s->path);
+        char *slash = strrchr(path, '/');
+        *slash = '\0';
+        int rc = tk_mkdirs(path);
+        *slash = '/';
+        if (rc || (rc = tk_file_write_atomic(path, s->data, s->len)))
+            return rc;
+    }
+    return 0;
+}
+
+/* Plans the units: one per kernel source defining a kernel of the op table, one for the host
+ * code. Every kernel an op launches must be defined in a .cu of the closure. */
+static int plan(compile *c)
+{
+    tk_program_model *m = c->m;
+    char **texts = calloc(m->nsources + 1, sizeof(char *));
+    int *used = calloc(m->nsources + 1, sizeof(int));
+    size_t nk = 0;
+    for (size_t i = 0; i < m->nops; i++)
+        nk += m->ops[i].nkernels;
+    c->kernel_src = calloc(nk + 1, sizeof(char *));
+    c->units = calloc(m->nsources + 2, sizeof(unit));
+    int rc = 0, have_c = 0;
+    if (!texts || !used || !c->kernel_src || !c->units) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (size_t i = 0; i < m->nsources && !rc; i++) {
+        if (ends_with(m->sources[i].path, ".c"))
+            have_c = 1;
+        if (ends_with(m->sources[i].path, ".cu") && !(texts[i] = strip_comments(m->sources[i].data, m->sources[i].len)))
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < m->nops && !rc; i++) {
+        for (size_t j = 0; j < m->ops[i].nkernels && !rc; j++, k++) {
+            const char *name = m->ops[i].kernels[j];
+            for (size_t s = 0; s < m->nsources && !c->kernel_src[k]; s++) {
+                if (texts[s] && defines_kernel(texts[s], name)) {
+                    c->kernel_src[k] = m->sources[s].path;
+                    used[s] = 1;
+                }
+            }
+            if (!c->kernel_src[k])
+                rc = tk_error_set(TK_EINVAL, "kernel '%s' of op '%s' is defined in no .cu source of the program (%s "
+                                  "declares its kernels with TK_KERNEL or __global__ in a .cu file)",
+                                  name, m->ops[i].name, m->ops[i].file ? m->ops[i].file : "the op");
+        }
+    }
+    for (size_t s = 0; s < m->nsources && !rc; s++)
+        if (used[s])
+            c->units[c->nunits++].src = &m->sources[s];
+    if (!rc && have_c)
+        c->units[c->nunits++].src = NULL;
+done:
+    for (size_t i = 0; texts && i < m->nsources; i++)
+        free(texts[i]);
+    free(texts);
+    free(used);
+    return rc;
+}
+
+/* Cache hit: the unit's bytes from the cache file. */
+static int cache_get(unit *u)
+{
+    if (!u->cache_path || access(u->cache_path, R_OK) != 0)
+        return 0;
+    char *data;
+    size_t len;
+    if (tk_file_read(&data, &len, u->cache_path, MAX_ARTIFACT) != 0) {
+        tk_error_clear();
+        return 0;
+    }
+    u->bytes = (unsigned char *)data;
+    u->len = len;
+    u->cached = 1;
+    return 1;
+}
+
+static int prepare_units(compile *c)
+{
+    int rc = 0;
+    for (size_t i = 0; i < c->nunits && !rc; i++) {
+        unit *u = &c->units[i];
+        char out[2 * PATH_MAX], entry[PATH_MAX + 32];
+        if (u->src) {
+            snprintf(out, sizeof out, "%s/out/%zu.fatbin", c->tmp, i);
+            snprintf(entry, sizeof entry, "kernels/%.*s.fatbin", (int)(strlen(u->src->path) - 3), u->src->path);
+        } else {
+            snprintf(out, sizeof out, "%s/out/ops.so", c->tmp);
+            snprintf(entry, sizeof entry, "host/ops.so");
+        }
+        if (!(u->out_path = strdup(out)) || !(u->entry = strdup(entry)))
+            return tk_error_set(TK_ENOMEM, "out of memory");
+        char **argv = u->src ? nvcc_argv(c, u->src->path, out) : cc_argv(c, out);
+        char **keyv = argv ? argv_for_key(c, argv) : NULL;
+        if (!argv || !keyv) {
+            argv_free(argv);
+            argv_free(keyv);
+            return tk_error_set(TK_ENOMEM, "out of memory");
+        }
+        rc = unit_key(c, u, keyv);
+        argv_free(keyv);
+        if (!rc && cache_get(u)) {
+            argv_free(argv);
+            u->job = -1;
+            continue;
+        }
+        tk_job *j = &c->jobs[c->njobs];
+        memset(j, 0, sizeof(*j));
+        j->argv = argv;
+        j->label = u->src ? u->src->path : "host code";
+        u->job = (int)c->njobs++;
+    }
+    return rc;
+}
+
+/* The compilers' messages, then one line naming the first source that failed. */
+static int run_jobs(compile *c)
+{
+    char cwd[2 * PATH_MAX];
+    snprintf(cwd, sizeof cwd, "%s/src", c->tmp);
+    for (size_t i = 0; i < c->njobs; i++)
+        c->jobs[i].cwd = cwd;
+    int parallel = c->o->jobs > 0 ? c->o->jobs : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int rc = tk_jobs_run(c->jobs, c->njobs, parallel < 1 ? 1 : parallel, c->o->progress);
+    const tk_job *failed = NULL;
+    for (size_t i = 0; i < c->njobs; i++) {
+        if (c->jobs[i].log && c->jobs[i].log[0])
+            fputs(c->jobs[i].log, stderr);
+        if (c->jobs[i].status != 0 && !failed)
+            failed = &c->jobs[i];
+    }
+    if (rc)
+        return rc;
+    if (failed)
+        return tk_error_set(TK_EINVAL, "%s does not compile (%s exited with status %d; its messages are above)",
+                            failed->label, strrchr(failed->argv[0], '/') ? strrchr(failed->argv[0], '/') + 1
+                                                                          : failed->argv[0],
+                            failed->status);
+    for (size_t i = 0; i < c->nunits; i++) {
+        unit *u = &c->units[i];
+        if (u->cached)
+            continue;
+        char *data;
+        if ((rc = tk_file_read(&data, &u->len, u->out_path, MAX_ARTIFACT)))
+            return rc;
+        u->bytes = (unsigned char *)data;
+        /* a cache that cannot be written costs speed only */
+        if (u->cache_path && tk_file_write_atomic(u->cache_path, u->bytes, u->len) != 0) {
+            fprintf(stderr, "tkexport compile: warning: cannot write the cache: %s\n", tk_error_last());
+            tk_error_clear();
+        }
+    }
+    return 0;
+}
+
+/* --- the package ---------------------------------------------------------------------------- */
+
+static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+static int cmp_zip_entry(const void *a, const void *b)
+{
+    return strcmp(((const tk_zip_entry *)a)->name, ((const tk_zip_entry *)b)->name);
+}
+
+/* kernels[]: every kernel of the op table once, sorted, with its fatbin entry and source. */
+static void add_kernel_table(compile *c, cJSON *doc)
+{
+    tk_program_model *m = c->m;
+    cJSON *arr = cJSON_AddArrayToObject(doc, "kernels");
+    size_t nk = 0;
+    for (size_t i = 0; i < m->nops; i++)
+        nk += m->ops[i].nkernels;
+    const char **names = calloc(nk + 1, sizeof(char *));
+    const char **srcs = calloc(nk + 1, sizeof(char *));
+    size_t n = 0, k = 0;
+    for (size_t i = 0; names && srcs && i < m->nops; i++)
+        for (size_t j = 0; j < m->ops[i].nkernels; j++, k++) {
+            size_t at = 0;
+            while (at < n && strcmp(names[at], m->ops[i].kernels[j]) < 0)
+                at++;
+            if (at < n && !strcmp(names[at], m->ops[i].kernels[j]))
+                continue;
+            memmove(names + at + 1, names + at, (n - at) * sizeof(char *));
+            memmove(srcs + at + 1, srcs + at, (n - at) * sizeof(char *));
+            names[at] = m->ops[i].kernels[j];
+            srcs[at] = c->kernel_src[k];
+            n++;
+        }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        char fatbin[PATH_MAX + 32];
+        snprintf(fatbin, sizeof fatbin, "kernels/%.*s.fatbin", (int)(strlen(srcs[i]) - 3), srcs[i]);
+        cJSON_AddStringToObject(e, "name", names[i]);
+        cJSON_AddStringToObject(e, "fatbin", fatbin);
+        cJSON_AddStringToObject(e, "source", srcs[i]);
+        cJSON_AddItemToArray(arr, e);
+    }
+    free(names);
+    free(srcs);
+}
+
+static char *manifest_json(compile *c, const tk_zip_entry *entries, size_t n)
+{
+    tk_program_model *m = c->m;
+    cJSON *doc = cJSON_CreateObject();
+    cJSON_AddStringToObject(doc, "format", "tkpkg");
+    cJSON_AddNumberToObject(doc, "version", 1);
+    cJSON_AddStringToObject(doc, "tkexport", TK_VERSION);
+    cJSON_AddStringToObject(doc, "program", m->name);
+    int kernels = 0, host = 0;
+    for (size_t i = 0; i < c->nunits; i++) {
+        kernels |= c->units[i].src != NULL;
+        host |= c->units[i].src == NULL;
+    }
+    cJSON *archs = cJSON_AddArrayToObject(doc, "architectures");
+    for (size_t i = 0; kernels && i < c->narchs; i++)
+        cJSON_AddItemToArray(archs, cJSON_CreateString(c->archs[i]));
+    char ptx[32];
+    snprintf(ptx, sizeof ptx, "compute_%d", arch_number(c->archs[0]));
+    cJSON_AddItemToObject(doc, "ptx", str_or_null(kernels ? ptx : NULL));
+    cJSON *comp = cJSON_AddObjectToObject(doc, "compilers");
+    cJSON_AddItemToObject(comp, "nvcc", str_or_null(kernels ? c->tc.nvcc_release : NULL));
+    cJSON_AddItemToObject(comp, "cc", str_or_null(host ? c->tc.cc_line : NULL));
+    cJSON_AddItemToObject(doc, "host", str_or_null(host ? "host/ops.so" : NULL));
+    add_kernel_table(c, doc);
+    cJSON *ops = cJSON_AddArrayToObject(doc, "ops");
+    for (size_t i = 0; i < m->nops; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", m->ops[i].name);
+        cJSON_AddBoolToObject(o, "builtin", m->ops[i].builtin);
+        cJSON *ks = cJSON_AddArrayToObject(o, "kernels");
+        for (size_t k = 0; k < m->ops[i].nkernels; k++)
+            cJSON_AddItemToArray(ks, cJSON_CreateString(m->ops[i].kernels[k]));
+        cJSON_AddItemToArray(ops, o);
+    }
+    cJSON *arr = cJSON_AddArrayToObject(doc, "entries");
+    for (size_t i = 0; i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        char hex[65];
+        tk_sha256_hex(entries[i].data, entries[i].len, hex);
+        cJSON_AddStringToObject(e, "path", entries[i].name);
+        cJSON_AddNumberToObject(e, "size", (double)entries[i].len);
+        cJSON_AddStringToObject(e, "sha256", hex);
+        cJSON_AddItemToArray(arr, e);
+    }
+    char *text = cJSON_Print(doc);
+    cJSON_Delete(doc);
+    return text;
+}
+
+static int write_package(compile *c, const char *out, tk_aoti_stats *stats)
+{
+    tk_program_model *m = c->m;
+    tk_zip_entry *entries = calloc(c->nunits + 4, sizeof(*entries));
+    if (!entries)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    size_t n = 0;
+    for (size_t i = 0; i < c->nunits; i++)
+        entries[n++] = (tk_zip_entry){c->units[i].entry, c->units[i].bytes, c->units[i].len, c->units[i].src != NULL};
+    entries[n++] = (tk_zip_entry){"program.json", m->program_json, strlen(m->program_json), 0};
+    entries[n++] = (tk_zip_entry){"weights.safetensors", m->weights, m->weights_len, 1};
+    qsort(entries, n, sizeof(*entries), cmp_zip_entry);
+    char *manifest = manifest_json(c, entries, n);
+    void *zip = NULL;
+    size_t len = 0;
+    int rc = 0;
+    if (!manifest) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    entries[n++] = (tk_zip_entry){"manifest.json", manifest, strlen(manifest), 0};
+    if ((rc = tk_zip_write_mem(&zip, &len, entries, n, "the .tkpkg")) || (rc = tk_file_write_atomic(out, zip, len)))
+        goto done;
+    stats->package_bytes = len;
+done:
+    free(zip);
+    cJSON_free(manifest);
+    free(entries);
+    return rc;
+}
+
+/* --- the whole ------------------------------------------------------------------------------ */
+
+static int default_archs(compile *c)
+{
+    static char found[TK_AOTI_MAX_ARCHS][16];
+    int n = 0;
+    if (tk_cuda_device_count(&n) == 0) {
+        for (int i = 0; i < n && c->narchs < TK_AOTI_MAX_ARCHS; i++) {
+            int major, minor;
+            if (tk_cuda_compute_capability(i, &major, &minor) != 0)
+                continue;
+            snprintf(found[c->narchs], sizeof found[0], "sm_%d%d", major, minor);
+            int dup = 0;
+            for (size_t j = 0; j < c->narchs; j++)
+                dup |= !strcmp(c->archs[j], found[c->narchs]);
+            if (!dup)
+                c->archs[c->narchs] = found[c->narchs], c->narchs++;
+        }
+    }
+    tk_error_clear();
+    if (!c->narchs)
+        c->archs[c->narchs++] = DEFAULT_ARCH;
+    return 0;
+}
+
+static void compile_release(compile *c)
+{
+    if (c->tmp[0])
+        tk_remove_tree(c->tmp);
+    for (size_t i = 0; i < c->nunits; i++) {
+        free(c->units[i].cache_path);
+        free(c->units[i].out_path);
+        free(c->units[i].entry);
+        free(c->units[i].bytes);
+    }
+    free(c->units);
+    for (size_t i = 0; i < c->njobs; i++) {
+        argv_free(c->jobs[i].argv);
+        free(c->jobs[i].log);
+    }
+    free(c->jobs);
+    free(c->kernel_src);
+    free(c->cache);
+    free(c->tk_heads);
+    tk_toolchain_release(&c->tc);
+    tk_program_model_free(c->m);
+}
+
+int tk_aoti_compile(const char *in, const char *out, const tk_aoti_options *o, tk_aoti_stats *stats)
+{
+    compile c = {.o = o};
+    memset(stats, 0, sizeof(*stats));
+    int rc = 0;
+    for (size_t i = 0; i < o->narchs && !rc; i++) {
+        rc = tk_aoti_check_arch(o->archs[i]);
+        int dup = 0;
+        for (size_t j = 0; j < c.narchs; j++)
+            dup |= !strcmp(c.archs[j], o->archs[i]);
+        if (!dup)
+            c.archs[c.narchs++] = o->archs[i];
+    }
+    if (rc)
+        return rc;
+    if (!c.narchs)
+        default_archs(&c);
+    qsort(c.archs, c.narchs, sizeof(char *), cmp_arch);
+    if ((rc = tk_tkprog_read(&c.m, in)) || (rc = tk_tool_include_dir(c.include, sizeof c.include)) ||
+        (rc = hash_tk_headers(&c)) || (rc = plan(&c)))
+        goto done;
+    int kernels = 0, host = 0;
+    for (size_t i = 0; i < c.nunits; i++) {
+        kernels |= c.units[i].src != NULL;
+        host |= c.units[i].src == NULL;
+    }
+    if (kernels && (rc = tk_toolchain_nvcc(&c.tc)))
+        goto done;
+    for (size_t i = 0; kernels && i < c.narchs && !rc; i++)
+        rc = check_arch_known(c.archs[i], c.tc.nvcc_archs);
+    if (rc || (host && (rc = tk_toolchain_cc(&c.tc))))
+        goto done;
+    if (!o->no_cache) {
+        char *root = o->cache_dir ? strdup(o->cache_dir) : tk_default_cache_dir();
+        if (root) {
+            size_t n = strlen(root) + 8;
+            if ((c.cache = malloc(n)))
+                snprintf(c.cache, n, "%s/aoti", root);
+            free(root);
+            if (c.cache && tk_mkdirs(c.cache) != 0) {
+                fprintf(stderr, "tkexport compile: warning: no cache: %s\n", tk_error_last());
+                tk_error_clear();
+                free(c.cache);
+                c.cache = NULL;
+            }
+        }
+    }
+    if ((rc = tk_tempdir_new(c.tmp, sizeof c.tmp)))
+        goto done;
+    if (!(c.jobs = calloc(c.nunits + 1, sizeof(tk_job)))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    if ((rc = prepare_units(&c)))
+        goto done;
+    if (c.njobs) {
+        char outdir[PATH_MAX + 8];
+        snprintf(outdir, sizeof outdir, "%s/out", c.tmp);
+        if ((rc = write_sources(&c)) || (rc = tk_mkdirs(outdir)) || (rc = run_jobs(&c)))
+            goto done;
+    }
+    if ((rc = write_package(&c, out, stats)))
+        goto done;
+    for (size_t i = 0; i < c.nunits; i++) {
+        if (c.units[i].src) {
+            stats->kernel_sources++;
+            stats->kernels_cached += c.units[i].cached;
+        } else {
+            stats->host = 1;
+            stats->host_cached = c.units[i].cached;
+        }
+    }
+    size_t at = 0;
+    for (size_t i = 0; kernels && i < c.narchs; i++)
+        at += (size_t)snprintf(stats->archs + at, sizeof stats->archs - at, "%s%s", i ? " " : "", c.archs[i]);
+done:
+    compile_release(&c);
+    return rc;
+}

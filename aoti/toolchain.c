@@ -1,0 +1,185 @@
+/* The compilers the AOT stage drives: where nvcc and the C compiler are, what they are (their
+ * --version output enters every cache key), and which architectures nvcc knows. */
+#define _DEFAULT_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aoti.h"
+#include "strbuf.h"
+
+extern char **environ;
+
+#define CAPTURE_MAX (1u << 20)
+
+int tk_run_capture(char *const *argv, char **out)
+{
+    *out = NULL;
+    int pipefd[2];
+    if (pipe(pipefd) != 0)
+        return tk_error_set(TK_EIO, "pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addclose(&fa, pipefd[0]);
+    posix_spawn_file_actions_addclose(&fa, pipefd[1]);
+    pid_t pid;
+    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pipefd[1]);
+    if (rc != 0) {
+        close(pipefd[0]);
+        return tk_error_set(TK_ENOTFOUND, "cannot run '%s': %s", argv[0], strerror(rc));
+    }
+    tk_strbuf sb = {0};
+    char buf[4096];
+    ssize_t got;
+    int oom = 0;
+    while ((got = read(pipefd[0], buf, sizeof buf)) != 0) {
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (sb.len < CAPTURE_MAX && tk_strbuf_add(&sb, buf, (size_t)got))
+            oom = 1;
+    }
+    close(pipefd[0]);
+    int status;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (oom) {
+        tk_strbuf_release(&sb);
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        tk_strbuf_release(&sb);
+        return tk_error_set(TK_ENOTFOUND, "'%s %s' failed", argv[0], argv[1] ? argv[1] : "");
+    }
+    *out = tk_strbuf_detach(&sb);
+    return *out ? 0 : tk_error_set(TK_ENOMEM, "out of memory");
+}
+
+static int executable(const char *path)
+{
+    struct stat st;
+    return path && path[0] && stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* name looked up on PATH, into out. */
+static int on_path(const char *name, char *out, size_t n)
+{
+    const char *path = getenv("PATH");
+    if (strchr(name, '/')) {
+        snprintf(out, n, "%s", name);
+        return executable(out);
+    }
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        snprintf(out, n, "%.*s/%s", (int)len, len ? path : ".", name);
+        if (executable(out))
+            return 1;
+        path = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The line of text holding needle, copied; NULL when none does. */
+static char *line_with(const char *text, const char *needle)
+{
+    const char *p = needle ? strstr(text, needle) : text;
+    if (!p)
+        return NULL;
+    while (p > text && p[-1] != '\n')
+        p--;
+    size_t len = strcspn(p, "\r\n");
+    return strndup(p, len);
+}
+
+int tk_toolchain_nvcc(tk_toolchain *tc)
+{
+    if (tc->nvcc)
+        return 0;
+    char path[PATH_MAX], tried[3 * PATH_MAX] = "";
+    const char *env = getenv("TKEXPORT_NVCC");
+    if (env && env[0]) {
+        if (!on_path(env, path, sizeof path))
+            return tk_error_set(TK_ENOTFOUND, "nvcc not found: TKEXPORT_NVCC is '%s', which is not an executable",
+                                env);
+    } else {
+        const char *home = getenv("CUDA_HOME");
+        int found = 0;
+        if (home && home[0]) {
+            snprintf(path, sizeof path, "%s/bin/nvcc", home);
+            found = executable(path);
+            snprintf(tried, sizeof tried, "%s, ", path);
+        }
+        if (!found) {
+            snprintf(path, sizeof path, "/usr/local/cuda/bin/nvcc");
+            found = executable(path);
+        }
+        if (!found && !on_path("nvcc", path, sizeof path))
+            return tk_error_set(TK_ENOTFOUND, "nvcc not found (looked at %s/usr/local/cuda/bin/nvcc and PATH): set "
+                                "TKEXPORT_NVCC or CUDA_HOME", tried);
+    }
+    char *argv[] = {path, "--version", NULL};
+    char *listv[] = {path, "--list-gpu-code", NULL};
+    int rc = tk_run_capture(argv, &tc->nvcc_version);
+    if (!rc)
+        rc = tk_run_capture(listv, &tc->nvcc_archs);
+    if (rc) {
+        free(tc->nvcc_version);
+        tc->nvcc_version = NULL;
+        return tk_error_set(TK_ENOTFOUND, "nvcc at '%s' does not run: %s", path, tk_error_last());
+    }
+    for (char *c = tc->nvcc_archs; *c; c++)
+        if (*c == '\n' || *c == '\r')
+            *c = ' ';
+    tc->nvcc_release = line_with(tc->nvcc_version, "release");
+    if (!tc->nvcc_release)
+        tc->nvcc_release = line_with(tc->nvcc_version, NULL);
+    if (!(tc->nvcc = strdup(path)) || !tc->nvcc_release)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    return 0;
+}
+
+int tk_toolchain_cc(tk_toolchain *tc)
+{
+    if (tc->cc)
+        return 0;
+    const char *cc = getenv("CC");
+    char path[PATH_MAX];
+    if (!cc || !cc[0])
+        cc = "cc";
+    if (!on_path(cc, path, sizeof path))
+        return tk_error_set(TK_ENOTFOUND, "the C compiler '%s' was not found on PATH: install one or set CC", cc);
+    char *argv[] = {path, "--version", NULL};
+    int rc = tk_run_capture(argv, &tc->cc_version);
+    if (rc)
+        return tk_error_set(TK_ENOTFOUND, "the C compiler '%s' does not run: %s", path, tk_error_last());
+    tc->cc_line = line_with(tc->cc_version, NULL);
+    if (!(tc->cc = strdup(path)) || !tc->cc_line)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    return 0;
+}
+
+void tk_toolchain_release(tk_toolchain *tc)
+{
+    free(tc->nvcc);
+    free(tc->nvcc_version);
+    free(tc->nvcc_release);
+    free(tc->nvcc_archs);
+    free(tc->cc);
+    free(tc->cc_version);
+    free(tc->cc_line);
+    memset(tc, 0, sizeof(*tc));
+}

@@ -1,0 +1,118 @@
+/* tkexport compile: a .tkprog into a .tkpkg (docs/formats/tkpkg.md), through aoti/. */
+#define _POSIX_C_SOURCE 200809L
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aoti.h"
+#include "cli.h"
+#include "options.h"
+#include <tk/error.h>
+
+static const tk_cli_option options[] = {
+    {{"output", required_argument, NULL, 'o'}, "OUT", "the .tkpkg to write (through a temporary file)"},
+    {{"arch", required_argument, NULL, 'a'}, "sm_XX",
+     "a GPU architecture to compile cubins for (repeatable; default: the GPUs present, else sm_90)"},
+    {{"jobs", required_argument, NULL, 'j'}, "N", "run N compilers at once (default: the number of cores)"},
+    {{"cache-dir", required_argument, NULL, 'c'}, "DIR", "compile cache folder (default $XDG_CACHE_HOME/tkexport)"},
+    {{"no-cache", no_argument, NULL, 'n'}, NULL, "neither read nor write the compile cache"},
+    {{"quiet", no_argument, NULL, 'q'}, NULL, "print nothing but errors"},
+    {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
+};
+#define NOPT (sizeof(options) / sizeof(options[0]))
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: tkexport compile IN.tkprog -o OUT.tkpkg [--arch sm_XX]... [-j N] [--cache-dir DIR | --no-cache]\n\n"
+               "Compiles what the program needs ahead of time and packs it: each kernel source of the .tkprog that\n"
+               "defines a kernel its ops launch becomes a fatbin (nvcc: a cubin per --arch plus PTX of the lowest),\n"
+               "the ops' host code and CPU fallbacks one shared object (the system C compiler), and both go with\n"
+               "program.json and the weights into OUT, a zip whose manifest lists every entry's SHA-256. The same\n"
+               "input and options give the same bytes. Compiled files are cached by the digest of their inputs.\n"
+               "nvcc is $TKEXPORT_NVCC, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc, else on PATH.\n\n"
+               "options:\n");
+    tk_cli_print_options(f, options, NOPT, "ojqh");
+    fprintf(f, "\nexit status: 0 written, 1 the compile failed (a source that does not compile, a missing\n"
+               "compiler, an unreadable .tkprog), 2 usage error (an unknown architecture), 3 internal error\n");
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+int cmd_compile(int argc, char **argv)
+{
+    struct option longopts[NOPT + 1];
+    tk_cli_longopts(longopts, options, NOPT);
+    tk_aoti_options o = {0};
+    const char *output = NULL;
+    int quiet = 0, c, err;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:a:j:qh", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case 'a':
+            if (tk_aoti_check_arch(optarg)) {
+                fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
+                return TK_EXIT_USAGE;
+            }
+            if (o.narchs == TK_AOTI_MAX_ARCHS) {
+                fprintf(stderr, "tkexport compile: more than %d --arch given\n", TK_AOTI_MAX_ARCHS);
+                return TK_EXIT_USAGE;
+            }
+            o.archs[o.narchs++] = optarg;
+            break;
+        case 'j':
+            if (tk_cli_parse_int("compile", optarg, "--jobs", 1024, &o.jobs))
+                return TK_EXIT_USAGE;
+            break;
+        case 'c': o.cache_dir = optarg; break;
+        case 'n': o.no_cache = 1; break;
+        case 'q': quiet = 1; break;
+        case 'h': help(stdout); return TK_EXIT_OK;
+        default:
+            fprintf(stderr, "tkexport compile: see 'tkexport compile --help'\n");
+            return TK_EXIT_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "tkexport compile: no input given (expected a .tkprog written by tkexport export)\n");
+        return TK_EXIT_USAGE;
+    }
+    if (optind + 1 < argc) {
+        fprintf(stderr, "tkexport compile: one input expected, got %d ('%s', '%s'...)\n", argc - optind,
+                argv[optind], argv[optind + 1]);
+        return TK_EXIT_USAGE;
+    }
+    if (!output) {
+        fprintf(stderr, "tkexport compile: no -o OUT.tkpkg given\n");
+        return TK_EXIT_USAGE;
+    }
+    if (access(argv[optind], F_OK) != 0) {
+        fprintf(stderr, "tkexport compile: '%s' does not exist\n", argv[optind]);
+        return TK_EXIT_USAGE;
+    }
+    o.progress = !quiet && isatty(STDERR_FILENO);
+    tk_aoti_stats st;
+    double t0 = now();
+    if ((err = tk_aoti_compile(argv[optind], output, &o, &st))) {
+        fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
+        return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+    }
+    if (!quiet) {
+        fprintf(stderr, "tkexport compile: wrote %s (%zu bytes) in %.2f s: ", output, st.package_bytes, now() - t0);
+        if (st.kernel_sources)
+            fprintf(stderr, "%zu kernel source%s for %s (%zu from the cache)", st.kernel_sources,
+                    st.kernel_sources == 1 ? "" : "s", st.archs, st.kernels_cached);
+        else
+            fprintf(stderr, "no kernel source");
+        fprintf(stderr, ", %s\n", !st.host ? "no host code" : st.host_cached ? "host code from the cache" : "host code");
+    }
+    return TK_EXIT_OK;
+}
