@@ -1,0 +1,116 @@
+# The installed tkexport as another project sees it (cmake -P; tests/CMakeLists.txt passes the -D):
+# installs BUILD_DIR into WORK/prefix, builds a copy of examples/consumer against it with
+# find_package (the MLP packaged through tkexport_add_package, the consumer program run on the
+# CPU), checks that a second build does nothing and that touching silu.cu rebuilds the package,
+# and compiles the same main.c through pkg-config. Skipped (SKIP_REGULAR_EXPRESSION) only where
+# no nvcc can compile the MLP's kernel.
+#
+#   -DBUILD_DIR -DSOURCE_DIR -DWORK -DWEIGHTS -DGENERATOR -DPKG_CONFIG -DCC -DNM
+foreach(var BUILD_DIR SOURCE_DIR WORK WEIGHTS GENERATOR PKG_CONFIG CC NM)
+  if(NOT DEFINED ${var})
+    message(FATAL_ERROR "consumer.cmake: -D${var}=... is required")
+  endif()
+endforeach()
+
+# run(<what> <command>...): runs the command, stops the test with its output when it fails, and
+# leaves its output in `out`.
+macro(run what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "consumer: ${what} failed (${rc}):\n  ${ARGN}\n${out}")
+  endif()
+  message(STATUS "consumer: ${what}: ok")
+endmacro()
+
+set(prefix ${WORK}/prefix)
+set(src ${WORK}/src/examples)
+set(build ${WORK}/build)
+file(REMOVE_RECURSE ${WORK})
+
+# 1. Install, and what the prefix must hold.
+run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+foreach(file bin/tkexport lib/libtkrt.so include/tk/runtime.h include/tk/op.h
+        share/tkexport/include/tk/program.h share/tkexport/shim/texture_fetch_functions.h
+        lib/pkgconfig/tkrt.pc lib/cmake/tkexport/tkexportConfig.cmake
+        lib/cmake/tkexport/tkexportConfigVersion.cmake lib/cmake/tkexport/tkexportTargets.cmake
+        lib/cmake/tkexport/tkexport_package.cmake)
+  if(NOT EXISTS ${prefix}/${file})
+    message(FATAL_ERROR "consumer: the install has no ${file}")
+  endif()
+endforeach()
+run("installed tkexport runs" ${prefix}/bin/tkexport export --help)
+
+# 2. A copy of the sources, so that touching them leaves the repository alone; configure against
+# the prefix (find_package(tkexport CONFIG) and tkexport_add_package).
+file(COPY ${SOURCE_DIR}/examples/consumer ${SOURCE_DIR}/examples/mlp DESTINATION ${src})
+run("configure examples/consumer" ${CMAKE_COMMAND} -S ${src}/consumer -B ${build} -G ${GENERATOR}
+    -DCMAKE_PREFIX_PATH=${prefix} -DMLP_WEIGHTS=${WEIGHTS} -DCMAKE_C_COMPILER=${CC} -DCMAKE_C_FLAGS=-Werror)
+
+# 3. pkg-config: the flags, and main.c compiled with them.
+set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+run("pkg-config tkrt" ${PKG_CONFIG} --cflags --libs tkrt)
+string(STRIP "${out}" pc_flags)
+if(NOT pc_flags MATCHES "-I[^ ]*/include( |$)" OR NOT pc_flags MATCHES "-ltkrt")
+  message(FATAL_ERROR "consumer: pkg-config --cflags --libs tkrt gave '${pc_flags}'")
+endif()
+run("pkg-config compile" sh -c "${CC} -Wall -Wextra -Werror -c '${src}/consumer/main.c' -o '${WORK}/main.o' $(${PKG_CONFIG} --cflags tkrt)")
+
+# What the rest needs from others: tkexport compile, tk_package_open, and an nvcc for silu.cu.
+execute_process(COMMAND ${prefix}/bin/tkexport compile --help RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer: the installed tkexport has no working 'compile' command yet")
+endif()
+execute_process(COMMAND ${NM} -D --defined-only ${prefix}/lib/libtkrt.so OUTPUT_VARIABLE dynsyms)
+if(NOT dynsyms MATCHES " T tk_package_open\n")
+  message(FATAL_ERROR "consumer: the installed libtkrt does not define tk_package_open yet")
+endif()
+set(nvccs $ENV{TKEXPORT_NVCC} $ENV{CUDA_HOME}/bin/nvcc /usr/local/cuda/bin/nvcc)
+find_program(NVCC nvcc)
+set(have_nvcc FALSE)
+foreach(nvcc IN LISTS nvccs NVCC)
+  if(nvcc AND EXISTS ${nvcc})
+    set(have_nvcc TRUE)
+  endif()
+endforeach()
+if(NOT have_nvcc)
+  message("consumer: skipped: no nvcc to compile the MLP's kernel (set TKEXPORT_NVCC or CUDA_HOME)")
+  return()
+endif()
+
+# 4. Build: the package, then the program, which runs it on the CPU.
+run("build" ${CMAKE_COMMAND} --build ${build})
+if(NOT EXISTS ${build}/mlp.tkpkg)
+  message(FATAL_ERROR "consumer: the build made no mlp.tkpkg:\n${out}")
+endif()
+set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
+run("consumer runs the package" ${build}/consumer ${build}/mlp.tkpkg)
+set(result "${out}")
+message(STATUS "${result}")
+if(NOT result MATCHES "program 'mlp': output 0 has 512 values, sum ")
+  message(FATAL_ERROR "consumer: unexpected output:\n${result}")
+endif()
+
+# 5. Nothing touched: nothing is rebuilt.
+run("second build" ${CMAKE_COMMAND} --build ${build})
+if(out MATCHES "tkexport export|tkexport compile|Building|Linking"
+   OR (GENERATOR STREQUAL "Ninja" AND NOT out MATCHES "ninja: no work to do"))
+  message(FATAL_ERROR "consumer: a build with nothing changed did work:\n${out}")
+endif()
+
+# 6. A kernel source touched: the package is made again, and only the package.
+file(TIMESTAMP ${build}/mlp.tkpkg before "%s")
+execute_process(COMMAND ${CMAKE_COMMAND} -E sleep 1.1)
+file(TOUCH ${src}/mlp/silu.cu)
+run("build after touching silu.cu" ${CMAKE_COMMAND} --build ${build})
+file(TIMESTAMP ${build}/mlp.tkpkg after "%s")
+if(NOT out MATCHES "tkexport export" OR NOT out MATCHES "tkexport compile" OR after STREQUAL before
+   OR out MATCHES "Linking")
+  message(FATAL_ERROR "consumer: touching silu.cu did not rebuild mlp.tkpkg:\n${out}")
+endif()
+
+# 7. The pkg-config one-liner, linked and run: the same output.
+run("pkg-config build" sh -c "${CC} '${src}/consumer/main.c' -o '${WORK}/consumer-pc' $(${PKG_CONFIG} --cflags --libs tkrt)")
+run("pkg-config consumer runs the package" ${WORK}/consumer-pc ${build}/mlp.tkpkg)
+if(NOT out STREQUAL result)
+  message(FATAL_ERROR "consumer: the pkg-config build printed\n${out}\nthe CMake build\n${result}")
+endif()
