@@ -1,0 +1,561 @@
+/* The AOT stage end to end through `tkexport compile` on tests/fixtures/aoti/three (three ops,
+ * each with its own kernel source; programs using one, two or none of them): tree shaking,
+ * byte-identical packages, the compile cache, the manifest's digests against sha256sum, the
+ * failure paths (a broken kernel, no nvcc, an unknown architecture) leaving nothing behind; and
+ * the package reader (runtime/pkgfile.c) on hostile variants of a good package. Tests that run
+ * nvcc are skipped when it is not installed. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cjson/cJSON.h>
+#include <sys/stat.h>
+
+#include "pkgfile.h"
+#include "strbuf.h"
+#include "tk_test.h"
+#include "tk_test_proc.h"
+#include "zipfile.h"
+
+static char *g_dir;                  /* the suite's temporary folder */
+static char g_one[600], g_two[600]; /* the programs "one" and "two", exported once */
+static char g_builtin[600];
+static int g_have_nvcc;
+
+static void assert_contains_at(const char *file, int line, const char *text, const char *needle)
+{
+    if (!text || !strstr(text, needle))
+        tk_fail_at(file, line, "expected '%s' in:\n%s", needle, text ? text : "(null)");
+}
+#define assert_contains(text, needle) assert_contains_at(__FILE__, __LINE__, (text), (needle))
+
+/* tkexport with args (NULL-terminated), extra environment env; exit status checked. */
+static void cli_at(const char *file, int line, int expect, const char *const *env, const char *const *args,
+                   char **out, char **err)
+{
+    const char *argv[40];
+    size_t n = 0;
+    argv[n++] = TK_TKEXPORT;
+    for (; *args && n < 39; args++)
+        argv[n++] = *args;
+    argv[n] = NULL;
+    char *o = NULL, *e = NULL;
+    int rc = tk_test_run(argv, env, &o, &e);
+    if (rc != expect)
+        tk_fail_at(file, line, "tkexport %s exited %d, expected %d\nstdout:\n%s\nstderr:\n%s", argv[1], rc, expect, o,
+                   e);
+    if (out)
+        *out = o;
+    else
+        free(o);
+    if (err)
+        *err = e;
+    else
+        free(e);
+}
+#define CLI(expect, env, out, err, ...)                                                         \
+    do {                                                                                        \
+        const char *tk__args[] = {__VA_ARGS__, NULL};                                           \
+        cli_at(__FILE__, __LINE__, (expect), (env), tk__args, (out), (err));                    \
+    } while (0)
+
+static void path_in(char *buf, size_t n, const char *name) { snprintf(buf, n, "%s/%s", g_dir, name); }
+
+static int file_exists(const char *path) { return access(path, F_OK) == 0; }
+
+static void copy_tree(const char *from, const char *to)
+{
+    const char *argv[] = {"cp", "-r", from, to, NULL};
+    assert_int_equal(tk_test_run(argv, NULL, NULL, NULL), 0);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_dir = tk_test_temp_dir();
+    g_have_nvcc = access(getenv("TKEXPORT_NVCC") ? getenv("TKEXPORT_NVCC") : "/usr/local/cuda/bin/nvcc", X_OK) == 0;
+    path_in(g_one, sizeof g_one, "one.tkprog");
+    path_in(g_two, sizeof g_two, "two.tkprog");
+    path_in(g_builtin, sizeof g_builtin, "builtin.tkprog");
+    CLI(0, NULL, NULL, NULL, "export", TK_AOTI_FIXTURE, "--program", "one", "--no-cache", "-o", g_one);
+    CLI(0, NULL, NULL, NULL, "export", TK_AOTI_FIXTURE, "--program", "two", "--no-cache", "-o", g_two);
+    CLI(0, NULL, NULL, NULL, "export", TK_AOTI_FIXTURE, "--program", "builtin_only", "--no-cache", "-o", g_builtin);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tk_test_rm_tree(g_dir);
+    return 0;
+}
+
+#define NEED_NVCC()                                                                             \
+    do {                                                                                        \
+        if (!g_have_nvcc) {                                                                     \
+            print_message("nvcc is not installed: skipped\n");                                  \
+            skip();                                                                             \
+        }                                                                                       \
+    } while (0)
+
+/* The names of the package's entries, one per line, in archive order. */
+static char *entry_names(const char *pkg)
+{
+    size_t len = 0;
+    char *data = tk_test_read_file(pkg, &len);
+    assert_non_null(data);
+    tk_zip_reader *z;
+    tk_assert_ok(tk_zip_open(&z, data, len, pkg, ".tkpkg", 100));
+    tk_strbuf sb = {0};
+    for (size_t i = 0; i < tk_zip_count(z); i++)
+        tk_assert_ok(tk_strbuf_addf(&sb, "%s\n", tk_zip_name(z, i)));
+    tk_zip_close(z);
+    free(data);
+    return tk_strbuf_detach(&sb);
+}
+
+static void compile__tree_shaking_packs_only_the_kernels_the_program_needs(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char pkg[640];
+    path_in(pkg, sizeof pkg, "one.tkpkg");
+    CLI(0, NULL, NULL, NULL, "compile", g_one, "-o", pkg, "--no-cache");
+    char *names = entry_names(pkg);
+    /* a.cu only: b.cu and c.cu define kernels of ops the program does not call */
+    assert_contains(names, "three/a.fatbin\n");
+    assert_null(strstr(names, "b.fatbin"));
+    assert_null(strstr(names, "c.fatbin"));
+    assert_string_equal(strstr(names, "manifest.json"), "manifest.json\nprogram.json\nweights.safetensors\n");
+    assert_true(!strncmp(names, "host/ops.so\nkernels/", 20));
+    free(names);
+
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, pkg));
+    assert_int_equal(f->nkernels, 1);
+    assert_string_equal(f->kernels[0].name, "a_kernel");
+    assert_int_equal(f->narchs, 1);
+    assert_string_equal(f->archs[0], "sm_90");
+    assert_string_equal(f->ptx, "compute_90");
+    assert_non_null(f->host);
+    tk_pkgfile_free(f);
+}
+
+static void compile__only_builtin_ops_needs_no_compiler(void **state)
+{
+    (void)state;
+    char pkg[640];
+    char *err = NULL;
+    path_in(pkg, sizeof pkg, "builtin.tkpkg");
+    const char *env[] = {"TKEXPORT_NVCC=/nonexistent/nvcc", "CC=/nonexistent/cc", NULL};
+    CLI(0, env, NULL, &err, "compile", g_builtin, "-o", pkg, "--no-cache");
+    assert_contains(err, "no kernel source, no host code");
+    char *names = entry_names(pkg);
+    assert_string_equal(names, "manifest.json\nprogram.json\nweights.safetensors\n");
+    free(names);
+    free(err);
+}
+
+static void compile__same_input_gives_same_bytes(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char a[640], b[640], c[640], cache[640];
+    path_in(a, sizeof a, "same-a.tkpkg");
+    path_in(b, sizeof b, "same-b.tkpkg");
+    path_in(c, sizeof c, "same-c.tkpkg");
+    path_in(cache, sizeof cache, "same-cache");
+    CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", a, "--no-cache", "-j", "1", "--arch", "sm_90", "--arch", "sm_80");
+    CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", b, "--cache-dir", cache, "-j", "4", "--arch", "sm_80", "--arch",
+        "sm_90");
+    CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", c, "--cache-dir", cache, "--arch", "sm_80", "--arch", "sm_90");
+    size_t la = 0, lb = 0, lc = 0;
+    char *da = tk_test_read_file(a, &la), *db = tk_test_read_file(b, &lb), *dc = tk_test_read_file(c, &lc);
+    assert_non_null(da);
+    assert_non_null(db);
+    assert_non_null(dc);
+    assert_int_equal(la, lb);
+    assert_memory_equal(da, db, la);
+    assert_int_equal(la, lc);
+    assert_memory_equal(da, dc, la);
+    /* nothing of this machine inside: no temporary folder, no home, no user */
+    assert_null(memmem(da, la, "/tmp/", 5));
+    assert_null(memmem(da, la, g_dir, strlen(g_dir)));
+    const char *home = getenv("HOME");
+    if (home && strlen(home) > 1)
+        assert_null(memmem(da, la, home, strlen(home)));
+    free(da);
+    free(db);
+    free(dc);
+
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, a));
+    assert_int_equal(f->narchs, 2);
+    assert_string_equal(f->archs[0], "sm_80");
+    assert_string_equal(f->archs[1], "sm_90");
+    assert_string_equal(f->ptx, "compute_80");
+    tk_pkgfile_free(f);
+}
+
+/* The number of files in dir. */
+static int count_files(const char *dir)
+{
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "ls -1 '%s' | wc -l", dir);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    char *out = NULL;
+    assert_int_equal(tk_test_run(argv, NULL, &out, NULL), 0);
+    int n = atoi(out);
+    free(out);
+    return n;
+}
+
+static void compile__cache_reuses_and_recompiles_only_the_changed_kernel(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char pkg[640], cache[640], aoti[700], src[640], prog[640], cu[700], *err = NULL;
+    path_in(pkg, sizeof pkg, "cache.tkpkg");
+    path_in(cache, sizeof cache, "cache-dir");
+    snprintf(aoti, sizeof aoti, "%s/aoti", cache);
+    path_in(src, sizeof src, "three-cache");
+    copy_tree(TK_AOTI_FIXTURE, src);
+    path_in(prog, sizeof prog, "two-cache.tkprog");
+    CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
+    CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--cache-dir", cache);
+    assert_contains(err, "2 kernel sources for sm_90 (0 from the cache), host code\n");
+    assert_int_equal(count_files(aoti), 3); /* a, b and the host object */
+    free(err);
+    CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--cache-dir", cache);
+    assert_contains(err, "2 kernel sources for sm_90 (2 from the cache), host code from the cache\n");
+    assert_int_equal(count_files(aoti), 3);
+    free(err);
+
+    /* b.cu changes: only its fatbin is compiled again */
+    snprintf(cu, sizeof cu, "%s/b.cu", src);
+    size_t len = 0;
+    char *text = tk_test_read_file(cu, &len);
+    char *at = strstr(text, "* 2.0f");
+    assert_non_null(at);
+    at[2] = '4';
+    tk_test_write_file(cu, text, len);
+    free(text);
+    CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
+    CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--cache-dir", cache);
+    assert_contains(err, "2 kernel sources for sm_90 (1 from the cache), host code from the cache\n");
+    assert_int_equal(count_files(aoti), 4);
+    free(err);
+}
+
+static void compile__manifest_lists_every_entry_with_its_digest(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char pkg[640];
+    path_in(pkg, sizeof pkg, "digests.tkpkg");
+    CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", pkg, "--no-cache");
+    size_t len = 0;
+    char *data = tk_test_read_file(pkg, &len);
+    tk_zip_reader *z;
+    tk_assert_ok(tk_zip_open(&z, data, len, pkg, ".tkpkg", 100));
+    cJSON *manifest = NULL;
+    size_t nfiles = 0;
+    char *dir = tk_test_temp_dir();
+    for (size_t i = 0; i < tk_zip_count(z); i++) {
+        unsigned char *bytes;
+        size_t n;
+        tk_assert_ok(tk_zip_read(z, i, 1u << 30, &bytes, &n));
+        if (!strcmp(tk_zip_name(z, i), "manifest.json")) {
+            manifest = cJSON_ParseWithLength((const char *)bytes, n);
+        } else {
+            char path[800];
+            snprintf(path, sizeof path, "%s/%zu", dir, i);
+            tk_test_write_file(path, bytes, n);
+            nfiles++;
+        }
+        free(bytes);
+    }
+    assert_non_null(manifest);
+    const cJSON *entries = cJSON_GetObjectItem(manifest, "entries");
+    assert_int_equal(cJSON_GetArraySize(entries), nfiles);
+    /* each listed entry: the archive's bytes, their size and sha256sum's digest */
+    for (size_t i = 0; i < tk_zip_count(z); i++) {
+        const char *name = tk_zip_name(z, i);
+        if (!strcmp(name, "manifest.json"))
+            continue;
+        const cJSON *e, *found = NULL;
+        cJSON_ArrayForEach(e, entries) if (!strcmp(cJSON_GetObjectItem(e, "path")->valuestring, name)) found = e;
+        if (!found)
+            fail_msg("entry '%s' is not in the manifest", name);
+        char path[800], *sum = NULL;
+        snprintf(path, sizeof path, "%s/%zu", dir, i);
+        const char *argv[] = {"sha256sum", path, NULL};
+        assert_int_equal(tk_test_run(argv, NULL, &sum, NULL), 0);
+        assert_memory_equal(sum, cJSON_GetObjectItem(found, "sha256")->valuestring, 64);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal((double)st.st_size, cJSON_GetObjectItem(found, "size")->valuedouble);
+        free(sum);
+    }
+    cJSON_Delete(manifest);
+    tk_zip_close(z);
+    free(data);
+    tk_test_rm_tree(dir);
+}
+
+static void compile__broken_kernel_reports_nvcc_message_and_leaves_nothing(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char src[640], cu[700], prog[640], pkg[640], *err = NULL;
+    path_in(src, sizeof src, "three-broken");
+    copy_tree(TK_AOTI_FIXTURE, src);
+    snprintf(cu, sizeof cu, "%s/b.cu", src);
+    size_t len = 0;
+    char *text = tk_test_read_file(cu, &len);
+    char *at = strstr(text, "y[i] = x[i] * 2.0f;");
+    assert_non_null(at);
+    memcpy(at, "y[i] = x[i] * 2.0f +", 20); /* "... + }" does not parse */
+    tk_test_write_file(cu, text, len);
+    free(text);
+    int line = tk_line_of(cu, "y[i] = x[i] * 2.0f +");
+    path_in(prog, sizeof prog, "broken.tkprog");
+    CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
+
+    /* a package already there stays as it was */
+    path_in(pkg, sizeof pkg, "broken.tkpkg");
+    tk_test_write_file(pkg, "old", 3);
+    CLI(1, NULL, NULL, &err, "compile", prog, "-o", pkg, "--no-cache");
+    char where[64];
+    snprintf(where, sizeof where, "b.cu(%d): error", line); /* nvcc's own message, its line */
+    assert_contains(err, where);
+    assert_contains(err, "three-broken/b.cu does not compile (nvcc exited with status");
+    char *kept = tk_test_read_file(pkg, &len);
+    assert_int_equal(len, 3);
+    assert_memory_equal(kept, "old", 3);
+    free(kept);
+    free(err);
+    /* no temporary file beside it */
+    assert_int_equal(count_files(g_dir) > 0, 1);
+    char cmd[800], *out = NULL;
+    snprintf(cmd, sizeof cmd, "ls -a '%s' | grep -c '^\\.broken' || true", g_dir);
+    const char *argv[] = {"sh", "-c", cmd, NULL};
+    tk_test_run(argv, NULL, &out, NULL);
+    assert_int_equal(atoi(out), 0);
+    free(out);
+}
+
+static void compile__missing_nvcc_is_one_line(void **state)
+{
+    (void)state;
+    char pkg[640], *err = NULL;
+    path_in(pkg, sizeof pkg, "nonvcc.tkpkg");
+    const char *env[] = {"TKEXPORT_NVCC=/nonexistent/bin/nvcc", NULL};
+    CLI(1, env, NULL, &err, "compile", g_one, "-o", pkg, "--no-cache");
+    assert_string_equal(err, "tkexport compile: nvcc not found: TKEXPORT_NVCC is '/nonexistent/bin/nvcc', which is "
+                             "not an executable\n");
+    assert_false(file_exists(pkg));
+    free(err);
+    /* no TKEXPORT_NVCC, no CUDA_HOME, /usr/local/cuda elsewhere: what was looked at is named */
+    const char *env2[] = {"CUDA_HOME=/nonexistent/cuda", "PATH=/usr/bin:/bin", NULL};
+    CLI(g_have_nvcc ? 0 : 1, env2, NULL, &err, "compile", g_one, "-o", pkg, "--no-cache");
+    if (!g_have_nvcc)
+        assert_contains(err, "nvcc not found (looked at /nonexistent/cuda/bin/nvcc, /usr/local/cuda/bin/nvcc and PATH)");
+    free(err);
+}
+
+static void compile__bad_usage_is_exit_2(void **state)
+{
+    (void)state;
+    char pkg[640], *err = NULL;
+    path_in(pkg, sizeof pkg, "usage.tkpkg");
+    CLI(2, NULL, NULL, &err, "compile", g_one, "-o", pkg, "--arch", "sm_12");
+    assert_contains(err, "unknown architecture 'sm_12': expected sm_XX");
+    free(err);
+    CLI(2, NULL, NULL, &err, "compile", g_one, "-o", pkg, "--arch", "compute_90");
+    assert_contains(err, "unknown architecture 'compute_90'");
+    free(err);
+    CLI(2, NULL, NULL, &err, "compile", g_one);
+    assert_contains(err, "no -o OUT.tkpkg given");
+    free(err);
+    CLI(2, NULL, NULL, &err, "compile", "/nonexistent.tkprog", "-o", pkg);
+    assert_contains(err, "'/nonexistent.tkprog' does not exist");
+    free(err);
+    CLI(0, NULL, NULL, NULL, "compile", "--help");
+    assert_false(file_exists(pkg));
+}
+
+/* ---- the reader on hostile packages --------------------------------------------------------- */
+
+typedef struct pkg_parts {
+    size_t n;
+    char *names[16];
+    unsigned char *data[16];
+    size_t len[16];
+    cJSON *manifest;
+} pkg_parts;
+
+static void parts_load(pkg_parts *p, const char *pkg)
+{
+    memset(p, 0, sizeof(*p));
+    size_t len = 0;
+    char *data = tk_test_read_file(pkg, &len);
+    tk_zip_reader *z;
+    tk_assert_ok(tk_zip_open(&z, data, len, pkg, ".tkpkg", 100));
+    for (size_t i = 0; i < tk_zip_count(z) && p->n < 16; i++) {
+        unsigned char *b;
+        size_t n;
+        tk_assert_ok(tk_zip_read(z, i, 1u << 30, &b, &n));
+        if (!strcmp(tk_zip_name(z, i), "manifest.json")) {
+            p->manifest = cJSON_ParseWithLength((const char *)b, n);
+            free(b);
+            continue;
+        }
+        p->names[p->n] = strdup(tk_zip_name(z, i));
+        p->data[p->n] = b;
+        p->len[p->n++] = n;
+    }
+    tk_zip_close(z);
+    free(data);
+}
+
+static void parts_free(pkg_parts *p)
+{
+    for (size_t i = 0; i < p->n; i++) {
+        free(p->names[i]);
+        free(p->data[i]);
+    }
+    cJSON_Delete(p->manifest);
+}
+
+/* The parts as an archive (the manifest as given: raw text, or the parts' own). */
+static void *parts_zip(pkg_parts *p, const char *manifest_text, size_t *len)
+{
+    tk_zip_entry e[17];
+    char *text = manifest_text ? NULL : cJSON_Print(p->manifest);
+    for (size_t i = 0; i < p->n; i++)
+        e[i] = (tk_zip_entry){p->names[i], p->data[i], p->len[i], 1};
+    e[p->n] = (tk_zip_entry){"manifest.json", manifest_text ? manifest_text : text,
+                             strlen(manifest_text ? manifest_text : text), 0};
+    void *zip;
+    tk_assert_ok(tk_zip_write_mem(&zip, len, e, p->n + 1, "the test package"));
+    cJSON_free(text);
+    return zip;
+}
+
+static cJSON *manifest_entry(pkg_parts *p, const char *path)
+{
+    cJSON *e;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItem(p->manifest, "entries")) if (
+        !strcmp(cJSON_GetObjectItem(e, "path")->valuestring, path)) return e;
+    fail_msg("no entry '%s'", path);
+    return NULL;
+}
+
+#define assert_refused(p, manifest_text, text)                                                  \
+    do {                                                                                        \
+        size_t tk__len;                                                                         \
+        void *tk__zip = parts_zip((p), (manifest_text), &tk__len);                              \
+        tk_pkgfile *tk__f = NULL;                                                               \
+        tk_assert_fails(tk_pkgfile_read_mem(&tk__f, tk__zip, tk__len, "'t.tkpkg'"), TK_EINVAL, (text)); \
+        assert_null(tk__f);                                                                     \
+        free(tk__zip);                                                                          \
+    } while (0)
+
+static void reader__refuses_hostile_packages(void **state)
+{
+    (void)state;
+    char pkg[640];
+    path_in(pkg, sizeof pkg, "builtin-good.tkpkg");
+    CLI(0, NULL, NULL, NULL, "compile", g_builtin, "-o", pkg, "--no-cache");
+    pkg_parts p;
+    parts_load(&p, pkg);
+    assert_int_equal(p.n, 2); /* program.json, weights.safetensors */
+
+    /* the parts as they are: read fine */
+    size_t len = 0;
+    void *zip = parts_zip(&p, NULL, &len);
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read_mem(&f, zip, len, "'t.tkpkg'"));
+    tk_pkgfile_free(f);
+
+    /* truncated: not a zip any more */
+    tk_assert_fails(tk_pkgfile_read_mem(&f, zip, len / 2, "'t.tkpkg'"), TK_EINVAL, "'t.tkpkg' is not a .tkpkg");
+    /* a zip without a manifest */
+    tk_zip_entry only = {"program.json", p.data[0], p.len[0], 0};
+    void *nomani;
+    size_t nlen;
+    tk_assert_ok(tk_zip_write_mem(&nomani, &nlen, &only, 1, "t"));
+    tk_assert_fails(tk_pkgfile_read_mem(&f, nomani, nlen, "'t.tkpkg'"), TK_EINVAL, "no manifest.json");
+    free(nomani);
+    /* a huge declared size in the central directory of the deflated manifest */
+    unsigned char *cd = memmem(zip, len, "PK\001\002", 4), *last = NULL;
+    while (cd) {
+        last = cd;
+        cd = memmem(cd + 4, len - (size_t)(cd + 4 - (unsigned char *)zip), "PK\001\002", 4);
+    }
+    assert_non_null(last);
+    memcpy(last + 24, "\xff\xff\xff\x7f", 4); /* uncompressed size of the last entry (manifest.json) */
+    assert_int_not_equal(tk_pkgfile_read_mem(&f, zip, len, "'t.tkpkg'"), 0);
+    free(zip);
+
+    /* one byte of an entry changed: its digest no longer matches */
+    p.data[1][p.len[1] - 1] ^= 1;
+    assert_refused(&p, NULL, "entry 'weights.safetensors' has SHA-256");
+    p.data[1][p.len[1] - 1] ^= 1;
+
+    /* the manifest's format, version, JSON */
+    assert_refused(&p, "{\"format\": \"tkprog\", \"version\": 1}", "not a tkpkg file (manifest.json has format 'tkprog'");
+    assert_refused(&p, "{\"format\": \"tkpkg\", \"version\": 2}", "tkpkg version 2; this tkexport reads version 1");
+    assert_refused(&p, "{\"format\": \"tkpkg\", \"vers", "manifest.json is not valid JSON");
+
+    /* sizes: lying, or beyond any bound */
+    cJSON *w = manifest_entry(&p, "weights.safetensors");
+    double size = cJSON_GetObjectItem(w, "size")->valuedouble;
+    cJSON_SetNumberValue(cJSON_GetObjectItem(w, "size"), size + 1);
+    assert_refused(&p, NULL, "entry 'weights.safetensors' is 16 bytes, the manifest says 17");
+    cJSON_SetNumberValue(cJSON_GetObjectItem(w, "size"), 1e15);
+    assert_refused(&p, NULL, "'size' is missing or not a whole number");
+    cJSON_SetNumberValue(cJSON_GetObjectItem(w, "size"), size);
+
+    /* names: outside the package, or not listed */
+    cJSON *path = cJSON_GetObjectItem(w, "path");
+    const char *bad_names[] = {"../weights.safetensors", "/weights.safetensors", "a//b", "a\\b", "./x"};
+    for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++) {
+        cJSON_SetValuestring(path, bad_names[i]);
+        assert_refused(&p, NULL, "is not a safe relative path");
+    }
+    cJSON_SetValuestring(path, "weights2.safetensors");
+    assert_refused(&p, NULL, "entry 'weights.safetensors' is not listed in manifest.json");
+    cJSON_SetValuestring(path, "weights.safetensors");
+    free(p.names[1]);
+    p.names[1] = strdup("weights.safetensorz");
+    assert_refused(&p, NULL, "is not listed in manifest.json");
+    free(p.names[1]);
+    p.names[1] = strdup("weights.safetensors");
+
+    /* an op whose kernel is not in the package */
+    cJSON *op = cJSON_GetArrayItem(cJSON_GetObjectItem(p.manifest, "ops"), 0);
+    cJSON_AddItemToArray(cJSON_GetObjectItem(op, "kernels"), cJSON_CreateString("ghost_kernel"));
+    assert_refused(&p, NULL, "kernel 'ghost_kernel' of op 'tk::add' is not in the manifest's kernel table");
+    parts_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(compile__tree_shaking_packs_only_the_kernels_the_program_needs),
+        cmocka_unit_test(compile__only_builtin_ops_needs_no_compiler),
+        cmocka_unit_test(compile__same_input_gives_same_bytes),
+        cmocka_unit_test(compile__cache_reuses_and_recompiles_only_the_changed_kernel),
+        cmocka_unit_test(compile__manifest_lists_every_entry_with_its_digest),
+        cmocka_unit_test(compile__broken_kernel_reports_nvcc_message_and_leaves_nothing),
+        cmocka_unit_test(compile__missing_nvcc_is_one_line),
+        cmocka_unit_test(compile__bad_usage_is_exit_2),
+        cmocka_unit_test(reader__refuses_hostile_packages),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
