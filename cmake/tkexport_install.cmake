@@ -34,7 +34,7 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/analyzer/shim/ DESTINATION share/tkexpor
 
 # pkg-config, relocatable: the prefix is found from the .pc file's own folder.
 list(JOIN TK__SANITIZE_LINK " " sanitize)
-string(STRIP "-L${libdir} -ltkrt ${sanitize}" TK_PC_LIBS)
+string(STRIP "-L\${libdir} -ltkrt ${sanitize}" TK_PC_LIBS)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/tkrt.pc.in ${PROJECT_BINARY_DIR}/tkrt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tkrt.pc DESTINATION lib/pkgconfig)
 

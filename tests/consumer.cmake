@@ -50,7 +50,7 @@ run("configure examples/consumer" ${CMAKE_COMMAND} -S ${src}/consumer -B ${build
 set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
 run("pkg-config tkrt" ${PKG_CONFIG} --cflags --libs tkrt)
 string(STRIP "${out}" pc_flags)
-if(NOT pc_flags MATCHES "-I[^ ]*/include( |$)" OR NOT pc_flags MATCHES "-ltkrt")
+if(NOT pc_flags MATCHES "-I[^ ]*/include( |$)" OR NOT pc_flags MATCHES "-L[^ ]*/lib -ltkrt( |$)")
   message(FATAL_ERROR "consumer: pkg-config --cflags --libs tkrt gave '${pc_flags}'")
 endif()
 run("pkg-config compile" sh -c "${CC} -Wall -Wextra -Werror -c '${src}/consumer/main.c' -o '${WORK}/main.o' $(${PKG_CONFIG} --cflags tkrt)")
