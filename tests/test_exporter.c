@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "tk_test.h"
+#include "tk_test_proc.h"
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -259,48 +260,10 @@ static tk_tensor *random_tensor(tk_dtype dtype, int rank, const int64_t *shape)
     return t;
 }
 
-/* The file's bytes plus a NUL (length in *len when len is not NULL), or NULL. */
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    if (buf)
-        buf[n] = '\0';
-    if (buf && len)
-        *len = (size_t)n;
-    fclose(f);
-    return buf;
-}
-
-static char *read_whole(const char *path) { return read_file(path, NULL); }
-
-/* A fresh temporary folder (removed by rm_tree). */
-static char *temp_dir(void)
-{
-    char tmpl[] = "/tmp/tk-exporter-test-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    assert_non_null(d);
-    return strdup(d);
-}
-
-static void rm_tree(char *dir)
-{
-    char *argv[] = {"rm", "-rf", dir, NULL};
-    pid_t pid;
-    int status;
-    if (posix_spawnp(&pid, "rm", NULL, NULL, argv, environ) == 0)
-        waitpid(pid, &status, 0);
-    free(dir);
-}
+static char *read_file(const char *path, size_t *len) { return tk_test_read_file(path, len); }
+static char *read_whole(const char *path) { return tk_test_read_file(path, NULL); }
+static char *temp_dir(void) { return tk_test_temp_dir(); }
+static void rm_tree(char *dir) { tk_test_rm_tree(dir); }
 
 /* ---- guards ------------------------------------------------------------------------------- */
 
@@ -953,28 +916,13 @@ static void derived__eager_and_traced_agree(void **state)
 /* Runs tkexport with args in the current folder; its stdout and stderr into *out and *err. */
 static int run_tkexport(const char *const *args, char **out, char **err)
 {
-    char *dir = temp_dir(), outp[512], errp[512];
     const char *argv[32];
     int argc = 0;
     argv[argc++] = TK_TKEXPORT;
-    for (; *args; args++)
+    for (; *args && argc < 31; args++)
         argv[argc++] = *args;
     argv[argc] = NULL;
-    snprintf(outp, sizeof outp, "%s/out", dir);
-    snprintf(errp, sizeof errp, "%s/err", dir);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    int status = -1;
-    assert_int_equal(posix_spawn(&pid, TK_TKEXPORT, &fa, NULL, (char *const *)argv, environ), 0);
-    waitpid(pid, &status, 0);
-    posix_spawn_file_actions_destroy(&fa);
-    *out = read_whole(outp);
-    *err = read_whole(errp);
-    rm_tree(dir);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return tk_test_run(argv, NULL, out, err);
 }
 
 #define CLI(expect_rc, ...)                                                                            \
