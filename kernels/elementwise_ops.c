@@ -179,6 +179,17 @@ static const char *const unary_names[1] = {"x"};
 
 /* --- the ops: each one's meta function, CPU fallback and CUDA body, from the helpers above --- */
 
+/* Elementwise ops move (arity + 1) tensors of n elements; add and mul do one flop per element
+ * (the transcendental ones are counted by bytes only: they are bandwidth-bound). */
+static int ew_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost, int arity, int flops_per)
+{
+    (void)out;
+    double n = (double)tk_numel(in[0]);
+    cost->bytes = (double)(arity + 1) * n * (double)tk_dtype_size(tk_tensor_dtype(in[0]));
+    cost->flops = flops_per * n;
+    return 0;
+}
+
 #define EW_OP(op, KIND, schema, arity, names, launch)                                          \
     static int op##_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)          \
     {                                                                                            \
@@ -188,7 +199,11 @@ static const char *const unary_names[1] = {"x"};
     {                                                                                            \
         return ew_cpu(ctx, "tk::" #op, KIND, arity, names, in, out);                             \
     }                                                                                            \
-    TK_OP(tk_##op##_op, "tk::" #op, schema, .meta = op##_meta, .cpu = op##_cpu)                   \
+    static int op##_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)          \
+    {                                                                                            \
+        return ew_cost(in, out, cost, arity, KIND == TK_EW_ADD || KIND == TK_EW_MUL);            \
+    }                                                                                            \
+    TK_OP(tk_##op##_op, "tk::" #op, schema, .meta = op##_meta, .cpu = op##_cpu, .cost = op##_cost) \
     {                                                                                            \
         return launch(ctx, "tk::" #op, names, op##_kernels, in, out);                            \
     }

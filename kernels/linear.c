@@ -330,8 +330,20 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
 }
 #endif
 
+/* y[M, N] = x[M, K] w[N, K]^T + b: 2MNK flops for the product and MN for the bias; x, w, b and y
+ * each cross memory once. */
+static int linear_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    double M = (double)tk_numel(in[0]) / (double)tk_tensor_dim(in[0], -1), K = (double)tk_tensor_dim(in[0], -1);
+    double N = (double)tk_tensor_dim(in[1], 0), size = (double)tk_dtype_size(tk_tensor_dtype(in[0]));
+    (void)out;
+    cost->flops = 2.0 * M * N * K + M * N;
+    cost->bytes = (M * K + N * K + N + M * N) * size;
+    return 0;
+}
+
 TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor bias) -> Tensor",
-      .meta = linear_meta, .cpu = linear_cpu)
+      .meta = linear_meta, .cpu = linear_cpu, .cost = linear_cost)
 {
     int64_t M, K, N;
     int rc = linear_check(ctx, in, &M, &K, &N);

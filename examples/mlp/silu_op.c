@@ -38,7 +38,18 @@ static int silu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
     return 0;
 }
 
-TK_OP(silu_op, "custom_ops::silu", "(Tensor x) -> Tensor", .meta = silu_meta, .cpu = silu_cpu)
+/* For profiles: bf16 in and out (2 bytes each way per element); counted by bytes only, as the
+ * op is bandwidth-bound. */
+static int silu_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    (void)out;
+    cost->bytes = 4.0 * (double)tk_numel(in[0]);
+    cost->flops = 0;
+    return 0;
+}
+
+TK_OP(silu_op, "custom_ops::silu", "(Tensor x) -> Tensor", .meta = silu_meta, .cpu = silu_cpu,
+      .cost = silu_cost)
 {
     int err = check_bf16(in[0]);
     if (err)

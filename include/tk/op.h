@@ -197,7 +197,15 @@ tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int li
 typedef int (*tk_op_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out);
 typedef int (*tk_meta_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out);
 
-#define TK_OP_DEF_VERSION 1
+/* What one call of an op moves and computes, for profiles (tkexport run --profile reports the
+ * achieved fraction of the GPU's peak from it): floating-point operations and bytes read from and
+ * written to device memory. */
+typedef struct tk_op_cost {
+    double flops, bytes;
+} tk_op_cost;
+typedef int (*tk_cost_fn)(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost);
+
+#define TK_OP_DEF_VERSION 2
 
 /* The registration record TK_OP emits for each op. A constructor adds it to the runtime's
  * registry when the executable starts or a shared object is loaded (and a destructor removes
@@ -211,6 +219,7 @@ typedef struct tk_op_def {
     int line;
     tk_meta_fn meta;    /* optional: .meta = fn; without it, every output is like in[0] */
     tk_op_fn cpu;       /* optional: .cpu = fn */
+    tk_cost_fn cost;    /* optional: .cost = fn (version 2) */
 } tk_op_def;
 
 /* A registry link, one per op, owned by the object that defines the op. */
@@ -241,7 +250,7 @@ void tk_op_unregister(tk_op_node *node);
 #error "tkexport ops need GCC or Clang (constructor attributes register them)"
 #endif
 
-/* Defines an op: TK_OP(fn, "ns::name", "schema", .meta = m, .cpu = c) { body }.
+/* Defines an op: TK_OP(fn, "ns::name", "schema", .meta = m, .cpu = c, .cost = k) { body }.
  * The body sees tk_ctx *ctx, tk_tensor *const *in and tk_tensor *const *out, and returns 0 or
  * a negative tk_error_code. `fn` is an ordinary external function other ops may call. */
 #define TK_OP(fn, op_name, op_schema, ...)                                                \
