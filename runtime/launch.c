@@ -75,15 +75,25 @@ static void forget_stale(tk_cu_device *d)
 typedef struct search {
     tk_cu_device *dev;
     const char *name;
+    int config;           /* the tuning configuration whose variant is wanted (0: the default) */
     CUfunction fn;
     int rc;               /* a failure that stops the search (out of memory, a driver error) */
     char load_error[512]; /* the first fatbin that could not be loaded on this device */
 } search;
 
+/* The configuration a fatbin holds variants of: N for a name ending in "@cN", else 0. */
+static int node_config(const tk_fatbin_node *node)
+{
+    const char *at = node->name ? strrchr(node->name, '@') : NULL;
+    return at && at[1] == 'c' ? atoi(at + 2) : 0;
+}
+
 static int search_node(const tk_fatbin_node *node, void *arg)
 {
     search *s = arg;
     tk_cu_module *m;
+    if (node_config(node) != s->config)
+        return 0;
     for (m = s->dev->modules; m; m = m->next)
         if (m->node == node && m->image == node->image)
             break;
@@ -155,30 +165,40 @@ static int param_info(tk_cu_kernel *k)
     return 0;
 }
 
-static int kernel_find(tk_cu_device *d, const char *name, tk_cu_kernel **out)
+/* The kernel `name` (of tuning configuration `config`, 0 for untuned kernels and defaults). */
+static int kernel_find(tk_cu_device *d, const char *name, int config, tk_cu_kernel **out)
 {
     int rc = 0;
     tk_cu_kernel *k = NULL;
+    char key[300];
+    if (config)
+        snprintf(key, sizeof key, "%s@c%d", name, config);
+    else
+        snprintf(key, sizeof key, "%s", name);
     pthread_mutex_lock(&d->lock);
     forget_stale(d);
-    *out = tk_map_get(&d->kernels, name);
+    *out = tk_map_get(&d->kernels, key);
     if (*out)
         goto done;
-    search s = {.dev = d, .name = name};
+    search s = {.dev = d, .name = name, .config = config};
     int found = tk_fatbin_foreach(search_node, &s);
     if (found < 0) {
         rc = found;
         goto done;
     }
     if (!found) {
-        rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' is not in any loaded fatbin (built with tk_add_kernels?)%s",
-                          name, s.load_error);
+        if (config)
+            rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' configuration %d is not in any loaded fatbin%s", name, config,
+                              s.load_error);
+        else
+            rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' is not in any loaded fatbin (built with tk_add_kernels?)%s",
+                              name, s.load_error);
         goto done;
     }
     if ((rc = s.rc))
         goto done;
     k = calloc(1, sizeof(*k));
-    if (!k || !(k->name = strdup(name))) {
+    if (!k || !(k->name = strdup(key))) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
@@ -287,7 +307,7 @@ int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 b
     if (nargs < 0 || nargs > TK_MAX_KERNEL_ARGS || (nargs && !args))
         return tk_error_set(TK_EINVAL, "kernel '%s' launched with %d arguments (at most %d)", kernel->name, nargs,
                             TK_MAX_KERNEL_ARGS);
-    if ((rc = kernel_find(d, kernel->name, &k)))
+    if ((rc = kernel_find(d, kernel->name, tk_tune_config_for(ctx, kernel), &k)))
         return rc;
     if (k->nparams >= 0 && k->nparams != nargs)
         return tk_error_set(TK_EINVAL, "kernel '%s' takes %d parameter%s, tk_wrap passed %d", kernel->name,

@@ -75,6 +75,13 @@ struct tk_ctx {
     tk_site site;        /* the op call being dispatched */
     tk_sym_pool *syms;   /* expression nodes, freed with the context */
     tk_weights *weights; /* tk_ctx_set_weights */
+    /* autotuning (runtime/tune.c): the configuration tk_tune chose last, which the next tk_wrap
+     * of that kernel launches; and a configuration forced for every call (the tuner's runs) */
+    const tk_kernel *tune_kernel;
+    int tune_config;
+    int64_t tune_key;
+    const char *tune_force_kernel;
+    int tune_force_config;
 };
 
 /* A traced tensor (no storage) with the given dtype and symbolic shape, owned by ctx's caller. */
@@ -101,12 +108,24 @@ int tk_cuda_compute_capability(int ordinal, int *major, int *minor);
  * checks args against the kernel's parameters and launches on ctx's stream. */
 int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args);
 
+/* --- autotuning (runtime/tune.c) --------------------------------------------------------- */
+
+/* A package's measured choice per key bucket for kernel (TK_TUNE_BUCKETS entries, each a
+ * configuration index of its declaration); TK_ENOTFOUND when no declaration of it is loaded. */
+int tk_tune_set_table(const char *kernel, const signed char *table);
+void tk_tune_clear_table(const char *kernel);
+/* The declaration of kernel, with its parameter and configuration counts. */
+int tk_tune_describe(const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl);
+/* The configuration tk_wrap of kernel launches on ctx: the one tk_tune chose last, else 0. */
+int tk_tune_config_for(tk_ctx *ctx, const tk_kernel *kernel);
+
 /* Fatbins embedded by tk_add_kernels (cmake/tkexport_kernels.cmake) register themselves from a
  * constructor, like ops. */
 typedef struct tk_fatbin_node {
     const void *image;
     size_t size;
-    const char *name; /* the target it was built for, for messages */
+    const char *name; /* the target it was built for, for messages; a name ending in "@cN" holds the
+                         variants of configuration N of tuned kernels (packages) */
     struct tk_fatbin_node *next;
 } tk_fatbin_node;
 

@@ -6,7 +6,12 @@
 
 TK_KERNEL_DECL(silu_kernel);
 
-enum { SILU_BLOCK = 256 };
+/* The configurations `tkexport compile --autotune` measures: threads per block and elements per
+ * thread (see silu.cu), keyed by the element count n. The first, the default, is what the
+ * kernel source assumes without tuning. */
+TK_AUTOTUNE(silu_kernel, "n", "BLOCK ITEMS",
+            "256 1", "128 1", "512 1", "1024 1", "128 2", "256 2", "512 2", "128 4", "256 4", "512 4",
+            "128 8", "256 8");
 
 static int check_bf16(const tk_tensor *x)
 {
@@ -57,6 +62,9 @@ TK_OP(silu_op, "custom_ops::silu", "(Tensor x) -> Tensor", .meta = silu_meta, .c
     int64_t n = tk_numel(in[0]);
     if (n == 0)
         return 0;
-    return tk_wrap(ctx, silu_kernel, TK_DIM3(tk_cdiv(n, SILU_BLOCK)), TK_DIM3(SILU_BLOCK),
+    const int *cfg = tk_tune(ctx, silu_kernel, n); /* BLOCK, ITEMS */
+    if (!cfg)
+        return TK_ENOTFOUND;
+    return tk_wrap(ctx, silu_kernel, TK_DIM3(tk_cdiv(n, (int64_t)cfg[0] * cfg[1])), TK_DIM3(cfg[0]),
                    in[0], out[0], n);
 }

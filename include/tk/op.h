@@ -271,7 +271,76 @@ void tk_op_unregister(tk_op_node *node);
 #define TK_KERNEL_DECL(kname)                                                       \
     TK__KDECL_ANNOTATE static const tk_kernel kname[1] TK__UNUSED = {{#kname}}
 
+/* --- autotuning (docs/autotune.md) ---------------------------------------------------------
+ * A kernel's configuration space, declared next to its TK_KERNEL_DECL:
+ *
+ *   TK_AUTOTUNE(silu_kernel, "n", "BLOCK ITEMS", "256 4", "128 8", "512 2", "1024 1");
+ *
+ * "n" is the key: the kernel parameter whose value selects a configuration at run time,
+ * bucketed by powers of two (bucket b holds 2^(b-1) < n <= 2^b). "BLOCK ITEMS" are the
+ * compile-time parameters: `tkexport compile` builds the kernel's source once per configuration
+ * with -DBLOCK=... -DITEMS=...; the kernel source gives the first configuration's values as
+ * defaults (#ifndef BLOCK / #define BLOCK 256) for builds without tuning. Each further string is
+ * one configuration, a value per parameter; the first is the default. `tkexport compile
+ * --autotune` measures them on the GPU and records the winner per bucket in the package.
+ *
+ * The op reads the configuration for this call from tk_tune and launches with it:
+ *
+ *   const int *cfg = tk_tune(ctx, silu_kernel, n);      (cfg[0] is BLOCK, cfg[1] ITEMS)
+ *   return tk_wrap(ctx, silu_kernel, TK_DIM3(tk_cdiv(n, cfg[0] * cfg[1])), TK_DIM3(cfg[0]), ...);
+ *
+ * tk_wrap of that kernel then launches the variant compiled for that configuration. */
+#define TK_TUNE_MAX_PARAMS 8
+#define TK_TUNE_MAX_CONFIGS 64
+#define TK_TUNE_BUCKETS 64
+
+typedef struct tk_tune_decl {
+    const tk_kernel *kernel;
+    const char *key;    /* the kernel parameter that selects */
+    const char *params; /* the compile-time parameters' names, space-separated */
+    int nconfigs;
+    const char *const *configs; /* each a value per parameter, space-separated */
+    const char *file;
+    int line;
+} tk_tune_decl;
+
+typedef struct tk_tune_node {
+    const tk_tune_decl *decl;
+    struct tk_tune_node *next;
+} tk_tune_node;
+
+/* Called by TK_AUTOTUNE's constructor and destructor; not for direct use. */
+void tk_tune_register(tk_tune_node *node);
+void tk_tune_unregister(tk_tune_node *node);
+
+#if defined(__clang__)
+#define TK__TUNE_ANNOTATE __attribute__((annotate("tk.autotune")))
+#else
+#define TK__TUNE_ANNOTATE
+#endif
+
+#define TK_AUTOTUNE(kname, key_name, param_names, ...)                                  \
+    static const char *const tk__tune_configs_##kname[] = {__VA_ARGS__};               \
+    TK__TUNE_ANNOTATE static const tk_tune_decl tk__tune_decl_##kname = {              \
+        kname, key_name, param_names,                                                   \
+        (int)(sizeof(tk__tune_configs_##kname) / sizeof(tk__tune_configs_##kname[0])), \
+        tk__tune_configs_##kname, __FILE__, __LINE__};                                  \
+    static tk_tune_node tk__tune_node_##kname = {&tk__tune_decl_##kname, 0};            \
+    TK__CTOR static void tk__tune_ctor_##kname(void) { tk_tune_register(&tk__tune_node_##kname); } \
+    TK__DTOR static void tk__tune_dtor_##kname(void) { tk_tune_unregister(&tk__tune_node_##kname); } \
+    typedef int tk__tune_semicolon_##kname
+
+/* The configuration to launch `kernel` with when its key is `key`: the parameters' values in
+ * declaration order. The package's measured choice for key's bucket when it has one, else the
+ * default (first) configuration. tk_wrap of `kernel` on ctx then launches that configuration's
+ * variant. NULL with the error set when the kernel has no TK_AUTOTUNE declaration. */
+const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key);
+
+/* The bucket of a key: the smallest b with key <= 2^b (0 for key <= 1). */
+int tk_tune_bucket(int64_t key);
+
 #ifdef __cplusplus
 }
 #endif
+
 #endif
