@@ -78,6 +78,12 @@ static void load(void)
     SYM(StreamCreate, "cuStreamCreate", 1)
     SYM(StreamDestroy, "cuStreamDestroy_v2", 1)
     SYM(StreamSynchronize, "cuStreamSynchronize", 1)
+    SYM(DeviceGetName, "cuDeviceGetName", 1)
+    SYM(EventCreate, "cuEventCreate", 1)
+    SYM(EventRecord, "cuEventRecord", 1)
+    SYM(EventSynchronize, "cuEventSynchronize", 1)
+    SYM(EventElapsedTime, "cuEventElapsedTime_v2", 1)
+    SYM(EventDestroy, "cuEventDestroy_v2", 1)
     SYM(MemAlloc, "cuMemAlloc_v2", 1)
     SYM(MemFree, "cuMemFree_v2", 1)
     SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 1)
@@ -309,6 +315,46 @@ done:
     return rc;
 }
 
+int tk_cuda_device_name(int ordinal, char *name, size_t n, int *driver_version)
+{
+    tk_cu_device *d;
+    int rc = device_get(&d, ordinal);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuDeviceGetName(name, (int)n, d->dev));
+    TK_CU_CHECK(cuDriverGetVersion(driver_version));
+done:
+    return rc;
+}
+
+int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warmup, int reps, double *times_us)
+{
+    tk_cu_device *d;
+    CUevent ev[2] = {NULL, NULL};
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuEventCreate(&ev[0], CU_EVENT_DEFAULT));
+    TK_CU_CHECK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
+    for (int i = 0; i < warmup && !rc; i++)
+        rc = fn(arg, i);
+    for (int i = 0; i < reps && !rc; i++) {
+        TK_CU_CHECK(cuEventRecord(ev[0], ctx->cuda->stream));
+        if ((rc = fn(arg, warmup + i)))
+            break;
+        TK_CU_CHECK(cuEventRecord(ev[1], ctx->cuda->stream));
+        TK_CU_CHECK(cuEventSynchronize(ev[1]));
+        float ms = 0;
+        TK_CU_CHECK(cuEventElapsedTime_v2(&ms, ev[0], ev[1]));
+        times_us[i] = 1000.0 * ms;
+    }
+done:
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cuEventDestroy_v2(ev[i]);
+    return rc;
+}
+
 #else /* built without the CUDA headers: every GPU request fails as on a machine without a driver */
 #include "rt_internal.h"
 
@@ -331,6 +377,17 @@ int tk_cuda_sync(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
 void *tk_cuda_stream(tk_ctx *ctx) { (void)ctx; return NULL; }
 int tk_cuda_sm_count_of(tk_ctx *ctx) { (void)ctx; return 1; }
 int tk_cuda_device_count(int *n) { *n = 0; return no_cuda(); }
+int tk_cuda_device_name(int ordinal, char *name, size_t n, int *driver_version)
+{
+    (void)ordinal, (void)n, *driver_version = 0;
+    name[0] = '\0';
+    return no_cuda();
+}
+int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warmup, int reps, double *times_us)
+{
+    (void)ctx, (void)fn, (void)arg, (void)warmup, (void)reps, (void)times_us;
+    return no_cuda();
+}
 int tk_cuda_compute_capability(int ordinal, int *major, int *minor)
 {
     (void)ordinal, *major = *minor = 0;

@@ -40,6 +40,12 @@ typedef struct tk_cu_api {
     PFN_cuModuleUnload_v2000 ModuleUnload;
     PFN_cuLaunchKernel_v4000 LaunchKernel;
     PFN_cuFuncGetParamInfo_v12040 FuncGetParamInfo;
+    PFN_cuDeviceGetName_v2000 DeviceGetName;
+    PFN_cuEventCreate_v2000 EventCreate;
+    PFN_cuEventRecord_v2000 EventRecord;
+    PFN_cuEventSynchronize_v2000 EventSynchronize;
+    PFN_cuEventElapsedTime_v12080 EventElapsedTime;
+    PFN_cuEventDestroy_v4000 EventDestroy;
     /* newer drivers only, not declared by CUDA 13.0's cuda.h: the parameter count without
        probing past the last parameter (which sanitizers report as an API error) */
     CUresult (*FuncGetParamCount)(CUfunction func, size_t *count);
@@ -73,6 +79,12 @@ extern tk_cu_api tk_cu;
 #define cuModuleUnload tk_cu.ModuleUnload
 #define cuLaunchKernel tk_cu.LaunchKernel
 #define cuFuncGetParamInfo tk_cu.FuncGetParamInfo
+#define cuDeviceGetName tk_cu.DeviceGetName
+#define cuEventCreate tk_cu.EventCreate
+#define cuEventRecord tk_cu.EventRecord
+#define cuEventSynchronize tk_cu.EventSynchronize
+#define cuEventElapsedTime_v2 tk_cu.EventElapsedTime
+#define cuEventDestroy_v2 tk_cu.EventDestroy
 
 /* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
  * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */

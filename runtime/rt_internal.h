@@ -104,6 +104,11 @@ int tk_cuda_sm_count_of(tk_ctx *ctx);
  * the reason when there is no usable driver. */
 int tk_cuda_device_count(int *n);
 int tk_cuda_compute_capability(int ordinal, int *major, int *minor);
+/* The device's name ("NVIDIA H100 80GB HBM3") and the driver's version (13000 for 13.0). */
+int tk_cuda_device_name(int ordinal, char *name, size_t n, int *driver_version);
+/* Times fn on ctx's stream with device events: warmup untimed calls, then reps timed ones, each
+ * one's microseconds into times_us[]. fn(arg, i) queues work on ctx (i counts every call). */
+int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warmup, int reps, double *times_us);
 /* Looks kernel->name up in the registered fatbins (modules loaded on first use per device),
  * checks args against the kernel's parameters and launches on ctx's stream. */
 int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args);
