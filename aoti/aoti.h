@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include <tk/op.h>
+
 #include "progmodel.h"
 
 #define TK_AOTI_MAX_ARCHS 16
@@ -19,14 +21,18 @@ typedef struct tk_aoti_options {
     const char *cache_dir; /* NULL: tk_default_cache_dir()/aoti */
     int no_cache;
     int progress; /* a progress line on stderr */
+    int autotune; /* measure the TK_AUTOTUNE configurations on the GPU (--autotune) */
 } tk_aoti_options;
 
 /* What a compile did, for the CLI's summary line. */
 typedef struct tk_aoti_stats {
-    size_t kernel_sources, kernels_cached; /* fatbins made, and how many came from the cache */
+    size_t kernel_sources, fatbins, kernels_cached; /* kernel sources, their fatbins (one per tuning
+                                                       configuration), how many from the cache */
     int host, host_cached;                 /* a host object was made, from the cache */
     char archs[128];                       /* "sm_80 sm_90" */
     size_t package_bytes;
+    size_t tuned, tune_cached; /* kernels measured, and how many from the tuning cache */
+    char tune_note[256];       /* why nothing was measured, when --autotune could not measure */
 } tk_aoti_stats;
 
 /* "sm_90", "sm_90a", "sm_100f": TK_EINVAL with the one-line message of docs/formats/tkpkg.md
@@ -66,6 +72,53 @@ typedef struct tk_job {
 /* Runs the jobs, at most jobs at a time, with a progress line when asked. Returns 0 once all
  * have run (each job's status says how it went), or an error when one could not be started. */
 int tk_jobs_run(tk_job *jobs, size_t n, int parallel, int progress);
+
+/* --- autotuning (aoti/tune.c) ------------------------------------------------------------- */
+
+
+/* One measured key bucket: the key the op computed, each configuration's median time (us,
+ * negative when it failed to run) and the winner. */
+typedef struct tk_aoti_tune_row {
+    int bucket;
+    int64_t key;
+    int winner;
+    double times_us[TK_TUNE_MAX_CONFIGS];
+} tk_aoti_tune_row;
+
+/* A TK_AUTOTUNE declaration of a kernel the program launches, read from the host sources, and
+ * what tuning found. */
+typedef struct tk_aoti_tune {
+    char *kernel, *key, *file;
+    int line;
+    int nparams, nconfigs;
+    char *params[TK_TUNE_MAX_PARAMS];
+    int values[TK_TUNE_MAX_CONFIGS][TK_TUNE_MAX_PARAMS];
+    const char *source; /* the .cu defining the kernel */
+    int measured, cached;
+    char device[128], driver[32];
+    size_t nrows;
+    tk_aoti_tune_row rows[TK_TUNE_BUCKETS];
+} tk_aoti_tune;
+
+/* The TK_AUTOTUNE declarations in the .c sources of m, for the kernels of m's op table. A
+ * malformed declaration is a one-line error naming its file and line. */
+int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n);
+void tk_aoti_tunes_free(tk_aoti_tune *t, size_t n);
+
+/* A compiled piece the tuner loads: a fatbin (config >= 0) or the host object (config -1). */
+typedef struct tk_aoti_blob {
+    const char *entry;
+    const unsigned char *bytes;
+    size_t len;
+    int config;
+} tk_aoti_blob;
+
+/* Measures every configuration of each tune on the first GPU at sizes spread over the program's
+ * symbol ranges, loading the compiled blobs into this process; fills rows and winners. Results
+ * are cached in cache_dir (NULL: none) by device, driver, the blobs' digests and the
+ * declaration. Without a usable GPU returns TK_EDEVICE with the reason and measures nothing. */
+int tk_aoti_measure(const tk_program_model *m, tk_aoti_tune *tunes, size_t ntunes, const tk_aoti_blob *blobs,
+                    size_t nblobs, const char *cache_dir, int progress);
 
 /* Runs argv and collects its standard output (stderr discarded); TK_ENOTFOUND when it cannot run. */
 int tk_run_capture(char *const *argv, char **out);

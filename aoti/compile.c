@@ -125,32 +125,33 @@ static int defines_kernel(const char *text, const char *name)
             if ((p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '_')) || isalnum((unsigned char)p[ml]) ||
                 p[ml] == '_')
                 continue;
-            const char *paren = strchr(p + ml, '(');
-            const char *semi = strchr(p + ml, ';');
-            if (!paren || (semi && semi < paren))
-                continue;
-            const char *e = paren;
-            while (e > p && isspace((unsigned char)e[-1]))
-                e--;
-            const char *b = e;
-            while (b > p && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
-                b--;
-            if ((size_t)(e - b) != nl || strncmp(b, name, nl) != 0)
-                continue;
-            int depth = 0;
-            const char *q = paren;
-            for (; *q; q++) {
-                if (*q == '(')
-                    depth++;
-                else if (*q == ')' && --depth == 0)
+            /* the declarator's name is the identifier before one of the parentheses that
+             * follow (others belong to attributes such as __launch_bounds__(256)) */
+            const char *stop = p + ml + strcspn(p + ml, ";{");
+            for (const char *paren = strchr(p + ml, '('); paren && paren < stop; paren = strchr(paren + 1, '(')) {
+                const char *e = paren;
+                while (e > p && isspace((unsigned char)e[-1]))
+                    e--;
+                const char *b = e;
+                while (b > p && (isalnum((unsigned char)b[-1]) || b[-1] == '_'))
+                    b--;
+                if ((size_t)(e - b) != nl || strncmp(b, name, nl) != 0)
+                    continue;
+                int depth = 0;
+                const char *q = paren;
+                for (; *q; q++) {
+                    if (*q == '(')
+                        depth++;
+                    else if (*q == ')' && --depth == 0)
+                        break;
+                }
+                if (!*q)
                     break;
+                for (q++; *q && isspace((unsigned char)*q); q++)
+                    ;
+                if (*q == '{')
+                    return 1;
             }
-            if (!*q)
-                continue;
-            for (q++; *q && isspace((unsigned char)*q); q++)
-                ;
-            if (*q == '{')
-                return 1;
         }
     }
     return 0;
@@ -168,6 +169,8 @@ typedef struct unit {
     size_t len;
     int cached;
     int job; /* index into the job list, or -1 */
+    const tk_aoti_tune *tune; /* a tuned kernel's source: compiled once per configuration */
+    int config;
 } unit;
 
 typedef struct compile {
@@ -185,6 +188,10 @@ typedef struct compile {
     char **kernel_src; /* per kernel of the op table (flattened order): the source path */
     tk_job *jobs;
     size_t njobs;
+    tk_aoti_tune *tunes; /* the TK_AUTOTUNE declarations of the program's kernels */
+    size_t ntunes;
+    int variants; /* compile every configuration (--autotune with a GPU), else the default only */
+    char tune_note[200];
 } compile;
 
 static int add_list(tk_strbuf *sb, char *const *argv)
@@ -294,10 +301,11 @@ static void argv_free(char **v)
 }
 
 /* The nvcc command for a kernel source, run in tmp/src. */
-static char **nvcc_argv(compile *c, const char *path, const char *out)
+static char **nvcc_argv(compile *c, const unit *u, const char *out)
 {
-    const char *items[8 + 4 * TK_AOTI_MAX_ARCHS];
-    char gencode[TK_AOTI_MAX_ARCHS + 1][64], inc[PATH_MAX + 4];
+    const char *path = u->src->path;
+    const char *items[8 + 4 * TK_AOTI_MAX_ARCHS + TK_TUNE_MAX_PARAMS];
+    char gencode[TK_AOTI_MAX_ARCHS + 1][64], inc[PATH_MAX + 4], defs[TK_TUNE_MAX_PARAMS][160];
     size_t n = 0;
     snprintf(inc, sizeof inc, "-I%s", c->include);
     items[n++] = c->tc.nvcc;
@@ -314,6 +322,10 @@ static char **nvcc_argv(compile *c, const char *path, const char *out)
              arch_number(c->archs[0]));
     items[n++] = "-gencode";
     items[n++] = gencode[c->narchs];
+    for (int i = 0; u->tune && i < u->tune->nparams; i++) {
+        snprintf(defs[i], sizeof defs[i], "-D%s=%d", u->tune->params[i], u->tune->values[u->config][i]);
+        items[n++] = defs[i];
+    }
     const char *tail[] = {"-o", out, path};
     return argv_new(items, n, tail, 3);
 }
@@ -388,7 +400,7 @@ static int plan(compile *c)
     for (size_t i = 0; i < m->nops; i++)
         nk += m->ops[i].nkernels;
     c->kernel_src = calloc(nk + 1, sizeof(char *));
-    c->units = calloc(m->nsources + 2, sizeof(unit));
+    c->units = calloc(m->nsources + 2, sizeof(unit)); /* grown once the tuned kernels are known */
     int rc = 0, have_c = 0;
     if (!texts || !used || !c->kernel_src || !c->units) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
@@ -416,9 +428,42 @@ static int plan(compile *c)
                                   name, m->ops[i].name, m->ops[i].file ? m->ops[i].file : "the op");
         }
     }
-    for (size_t s = 0; s < m->nsources && !rc; s++)
-        if (used[s])
-            c->units[c->nunits++].src = &m->sources[s];
+    if (!rc)
+        rc = tk_aoti_find_tunes(m, &c->tunes, &c->ntunes);
+    size_t nunits = 1;
+    for (size_t t = 0; t < c->ntunes; t++)
+        nunits += (size_t)c->tunes[t].nconfigs;
+    unit *grown = rc ? NULL : realloc(c->units, (m->nsources + nunits + 1) * sizeof(unit));
+    if (!rc && !grown)
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+    if (grown) {
+        c->units = grown;
+        memset(c->units, 0, (m->nsources + nunits + 1) * sizeof(unit));
+    }
+    for (size_t s = 0; s < m->nsources && !rc; s++) {
+        if (!used[s])
+            continue;
+        const tk_aoti_tune *tune = NULL;
+        for (size_t t = 0; t < c->ntunes && !rc; t++) {
+            size_t k = 0;
+            for (size_t i = 0; i < m->nops; i++)
+                for (size_t j = 0; j < m->ops[i].nkernels; j++, k++)
+                    if (!strcmp(m->ops[i].kernels[j], c->tunes[t].kernel) && c->kernel_src[k] == m->sources[s].path)
+                        c->tunes[t].source = m->sources[s].path;
+            if (c->tunes[t].source == m->sources[s].path) {
+                if (tune)
+                    rc = tk_error_set(TK_EINVAL, "%s defines two tuned kernels, '%s' and '%s': one TK_AUTOTUNE kernel "
+                                      "per .cu file", m->sources[s].path, tune->kernel, c->tunes[t].kernel);
+                tune = &c->tunes[t];
+            }
+        }
+        for (int cfg = 0; cfg < (tune && c->variants ? tune->nconfigs : 1) && !rc; cfg++) {
+            unit *u = &c->units[c->nunits++];
+            u->src = &m->sources[s];
+            u->tune = tune;
+            u->config = cfg;
+        }
+    }
     if (!rc && have_c)
         c->units[c->nunits++].src = NULL;
 done:
@@ -453,15 +498,19 @@ static int prepare_units(compile *c)
         unit *u = &c->units[i];
         char out[2 * PATH_MAX], entry[PATH_MAX + 32];
         if (u->src) {
+            char variant[16] = "";
+            if (u->config)
+                snprintf(variant, sizeof variant, "@c%d", u->config);
             snprintf(out, sizeof out, "%s/out/%zu.fatbin", c->tmp, i);
-            snprintf(entry, sizeof entry, "kernels/%.*s.fatbin", (int)(strlen(u->src->path) - 3), u->src->path);
+            snprintf(entry, sizeof entry, "kernels/%.*s%s.fatbin", (int)(strlen(u->src->path) - 3), u->src->path,
+                     variant);
         } else {
             snprintf(out, sizeof out, "%s/out/ops.so", c->tmp);
             snprintf(entry, sizeof entry, "host/ops.so");
         }
         if (!(u->out_path = strdup(out)) || !(u->entry = strdup(entry)))
             return tk_error_set(TK_ENOMEM, "out of memory");
-        char **argv = u->src ? nvcc_argv(c, u->src->path, out) : cc_argv(c, out);
+        char **argv = u->src ? nvcc_argv(c, u, out) : cc_argv(c, out);
         char **keyv = argv ? argv_for_key(c, argv) : NULL;
         if (!argv || !keyv) {
             argv_free(argv);
@@ -570,6 +619,50 @@ static void add_kernel_table(compile *c, cJSON *doc)
     free(srcs);
 }
 
+/* tuning[]: per tuned kernel its declaration, the fatbin of each configuration and, when
+ * measured, the winner and every configuration's time per key bucket. */
+static void add_tuning(compile *c, cJSON *doc)
+{
+    cJSON *arr = cJSON_AddArrayToObject(doc, "tuning");
+    for (size_t i = 0; i < c->ntunes; i++) {
+        const tk_aoti_tune *t = &c->tunes[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "kernel", t->kernel);
+        cJSON_AddStringToObject(o, "key", t->key);
+        cJSON_AddStringToObject(o, "bucket", "pow2");
+        cJSON *params = cJSON_AddArrayToObject(o, "params");
+        for (int k = 0; k < t->nparams; k++)
+            cJSON_AddItemToArray(params, cJSON_CreateString(t->params[k]));
+        cJSON *configs = cJSON_AddArrayToObject(o, "configs");
+        cJSON *fatbins = cJSON_AddArrayToObject(o, "fatbins");
+        for (int cfg = 0; cfg < t->nconfigs; cfg++) {
+            cJSON_AddItemToArray(configs, cJSON_CreateIntArray(t->values[cfg], t->nparams));
+            for (size_t u = 0; u < c->nunits; u++)
+                if (c->units[u].tune == t && c->units[u].config == cfg)
+                    cJSON_AddItemToArray(fatbins, cJSON_CreateString(c->units[u].entry));
+        }
+        cJSON_AddBoolToObject(o, "measured", t->measured);
+        cJSON_AddItemToObject(o, "device", str_or_null(t->measured ? t->device : NULL));
+        cJSON_AddItemToObject(o, "driver", str_or_null(t->measured ? t->driver : NULL));
+        cJSON *table = cJSON_AddArrayToObject(o, "table");
+        for (size_t r = 0; t->measured && r < t->nrows; r++) {
+            const tk_aoti_tune_row *row = &t->rows[r];
+            cJSON *e = cJSON_CreateObject();
+            cJSON_AddNumberToObject(e, "bucket", row->bucket);
+            cJSON_AddNumberToObject(e, "key", (double)row->key);
+            cJSON_AddNumberToObject(e, "winner", row->winner);
+            cJSON *times = cJSON_AddArrayToObject(e, "times_us");
+            for (int cfg = 0; cfg < t->nconfigs; cfg++) {
+                /* to 0.01 us, so that equal measurements print equally */
+                double us = row->times_us[cfg] < 0 ? -1 : (double)(long long)(row->times_us[cfg] * 100 + 0.5) / 100;
+                cJSON_AddItemToArray(times, cJSON_CreateNumber(us));
+            }
+            cJSON_AddItemToArray(table, e);
+        }
+        cJSON_AddItemToArray(arr, o);
+    }
+}
+
 static char *manifest_json(compile *c, const tk_zip_entry *entries, size_t n)
 {
     tk_program_model *m = c->m;
@@ -604,6 +697,7 @@ static char *manifest_json(compile *c, const tk_zip_entry *entries, size_t n)
             cJSON_AddItemToArray(ks, cJSON_CreateString(m->ops[i].kernels[k]));
         cJSON_AddItemToArray(ops, o);
     }
+    add_tuning(c, doc);
     cJSON *arr = cJSON_AddArrayToObject(doc, "entries");
     for (size_t i = 0; i < n; i++) {
         cJSON *e = cJSON_CreateObject();
@@ -650,6 +744,31 @@ done:
     return rc;
 }
 
+/* --autotune: the compiled code measured on the GPU; without one, the defaults are recorded and
+ * stats say why. */
+static int autotune(compile *c, tk_aoti_stats *stats)
+{
+    tk_aoti_blob *blobs = calloc(c->nunits + 1, sizeof(*blobs));
+    if (!blobs)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < c->nunits; i++)
+        blobs[i] = (tk_aoti_blob){c->units[i].entry, c->units[i].bytes, c->units[i].len,
+                                  c->units[i].src ? c->units[i].config : -1};
+    int rc = tk_aoti_measure(c->m, c->tunes, c->ntunes, blobs, c->nunits, c->cache, c->o->progress);
+    free(blobs);
+    if (rc == TK_EDEVICE) {
+        snprintf(stats->tune_note, sizeof stats->tune_note, "%s; the declared default configurations are recorded",
+                 tk_error_last());
+        tk_error_clear();
+        return 0;
+    }
+    for (size_t i = 0; i < c->ntunes; i++) {
+        stats->tuned += c->tunes[i].measured;
+        stats->tune_cached += c->tunes[i].cached;
+    }
+    return rc;
+}
+
 /* --- the whole ------------------------------------------------------------------------------ */
 
 static int default_archs(compile *c)
@@ -692,6 +811,7 @@ static void compile_release(compile *c)
     }
     free(c->jobs);
     free(c->kernel_src);
+    tk_aoti_tunes_free(c->tunes, c->ntunes);
     free(c->cache);
     free(c->tk_heads);
     tk_toolchain_release(&c->tc);
@@ -716,6 +836,14 @@ int tk_aoti_compile(const char *in, const char *out, const tk_aoti_options *o, t
     if (!c.narchs)
         default_archs(&c);
     qsort(c.archs, c.narchs, sizeof(char *), cmp_arch);
+    if (o->autotune) {
+        /* no GPU to measure on: the default configurations only, and the reason for the summary */
+        if (tk_cuda_available() == 0)
+            c.variants = 1;
+        else
+            snprintf(c.tune_note, sizeof c.tune_note, "%s", tk_error_last());
+        tk_error_clear();
+    }
     if ((rc = tk_tkprog_read(&c.m, in)) || (rc = tk_tool_include_dir(c.include, sizeof c.include)) ||
         (rc = hash_tk_headers(&c)) || (rc = plan(&c)))
         goto done;
@@ -759,11 +887,17 @@ int tk_aoti_compile(const char *in, const char *out, const tk_aoti_options *o, t
         if ((rc = write_sources(&c)) || (rc = tk_mkdirs(outdir)) || (rc = run_jobs(&c)))
             goto done;
     }
+    if (o->autotune && c.ntunes && c.variants && (rc = autotune(&c, stats)))
+        goto done;
+    if (o->autotune && c.ntunes && !c.variants)
+        snprintf(stats->tune_note, sizeof stats->tune_note, "%s; the declared default configurations are recorded",
+                 c.tune_note);
     if ((rc = write_package(&c, out, stats)))
         goto done;
     for (size_t i = 0; i < c.nunits; i++) {
         if (c.units[i].src) {
-            stats->kernel_sources++;
+            stats->fatbins++;
+            stats->kernel_sources += c.units[i].config == 0;
             stats->kernels_cached += c.units[i].cached;
         } else {
             stats->host = 1;

@@ -19,6 +19,8 @@ static const tk_cli_option options[] = {
     {{"jobs", required_argument, NULL, 'j'}, "N", "run N compilers at once (default: the number of cores)"},
     {{"cache-dir", required_argument, NULL, 'c'}, "DIR", "compile cache folder (default $XDG_CACHE_HOME/tkexport)"},
     {{"no-cache", no_argument, NULL, 'n'}, NULL, "neither read nor write the compile cache"},
+    {{"autotune", no_argument, NULL, 't'}, NULL,
+     "measure each TK_AUTOTUNE kernel's configurations on the GPU and record the winners per size"},
     {{"quiet", no_argument, NULL, 'q'}, NULL, "print nothing but errors"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
 };
@@ -26,13 +28,16 @@ static const tk_cli_option options[] = {
 
 static void help(FILE *f)
 {
-    fprintf(f, "usage: tkexport compile IN.tkprog -o OUT.tkpkg [--arch sm_XX]... [-j N] [--cache-dir DIR | --no-cache]\n\n"
+    fprintf(f, "usage: tkexport compile IN.tkprog -o OUT.tkpkg [--arch sm_XX]... [-j N] [--autotune]\n"
+               "                        [--cache-dir DIR | --no-cache]\n\n"
                "Compiles what the program needs ahead of time and packs it: each kernel source of the .tkprog that\n"
                "defines a kernel its ops launch becomes a fatbin (nvcc: a cubin per --arch plus PTX of the lowest),\n"
                "the ops' host code and CPU fallbacks one shared object (the system C compiler), and both go with\n"
                "program.json and the weights into OUT, a zip whose manifest lists every entry's SHA-256. The same\n"
                "input and options give the same bytes. Compiled files are cached by the digest of their inputs.\n"
-               "nvcc is $TKEXPORT_NVCC, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc, else on PATH.\n\n"
+               "nvcc is $TKEXPORT_NVCC, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc, else on PATH.\n"
+               "A kernel declared with TK_AUTOTUNE is compiled once per configuration; --autotune times them on\n"
+               "the GPU (cached per device) and records the fastest per size bucket (docs/autotune.md).\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "ojqh");
     fprintf(f, "\nexit status: 0 written, 1 the compile failed (a source that does not compile, a missing\n"
@@ -75,6 +80,7 @@ int cmd_compile(int argc, char **argv)
         case 'c': o.cache_dir = optarg; break;
         case 'n': o.no_cache = 1; break;
         case 'q': quiet = 1; break;
+        case 't': o.autotune = 1; break;
         case 'h': help(stdout); return TK_EXIT_OK;
         default:
             fprintf(stderr, "tkexport compile: see 'tkexport compile --help'\n");
@@ -107,12 +113,20 @@ int cmd_compile(int argc, char **argv)
     }
     if (!quiet) {
         fprintf(stderr, "tkexport compile: wrote %s (%zu bytes) in %.2f s: ", output, st.package_bytes, now() - t0);
-        if (st.kernel_sources)
+        if (st.kernel_sources && st.fatbins > st.kernel_sources)
+            fprintf(stderr, "%zu kernel source%s as %zu fatbins with the tuning variants, for %s (%zu from the cache)",
+                    st.kernel_sources, st.kernel_sources == 1 ? "" : "s", st.fatbins, st.archs, st.kernels_cached);
+        else if (st.kernel_sources)
             fprintf(stderr, "%zu kernel source%s for %s (%zu from the cache)", st.kernel_sources,
                     st.kernel_sources == 1 ? "" : "s", st.archs, st.kernels_cached);
         else
             fprintf(stderr, "no kernel source");
         fprintf(stderr, ", %s\n", !st.host ? "no host code" : st.host_cached ? "host code from the cache" : "host code");
+        if (o.autotune && st.tune_note[0])
+            fprintf(stderr, "tkexport compile: autotune: nothing measured: %s\n", st.tune_note);
+        else if (o.autotune)
+            fprintf(stderr, "tkexport compile: autotune: %zu kernel%s tuned (%zu from the tuning cache)\n", st.tuned,
+                    st.tuned == 1 ? "" : "s", st.tune_cached);
     }
     return TK_EXIT_OK;
 }

@@ -63,6 +63,44 @@ static int read_file(tk_program_model **m, tk_pkgfile **pkg, const char *path)
     return rc;
 }
 
+/* A tuned kernel's configuration c: "BLOCK=128 ITEMS=4". */
+static const char *config_text(const tk_pkg_tune *t, int c, char *buf, size_t n)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < t->nparams && at < n; k++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%s=%d", k ? " " : "", t->params[k], t->values[c][k]);
+    return buf;
+}
+
+/* The tuning table: per measured bucket, the winner, its time, the default's and the speedup. */
+static void write_tuning(const tk_pkgfile *f, FILE *out)
+{
+    if (!f->ntunes)
+        return;
+    fprintf(out, "tuning:\n");
+    for (size_t i = 0; i < f->ntunes; i++) {
+        const tk_pkg_tune *t = &f->tunes[i];
+        char cfg[160], def[160];
+        fprintf(out, "  %s: key '%s' by powers of two, %d configurations (%zu compiled), default %s\n", t->kernel,
+                t->key, t->nconfigs, t->nfatbins, config_text(t, 0, def, sizeof def));
+        if (!t->measured) {
+            fprintf(out, "    not measured (compiled without --autotune or without a GPU): the default for every size\n");
+            continue;
+        }
+        fprintf(out, "    measured on %s, driver %s\n", t->device ? t->device : "?", t->driver ? t->driver : "?");
+        fprintf(out, "    %-22s %-26s %10s %11s %8s\n", "key (bucket)", "winner", "time us", "default us", "speedup");
+        for (size_t r = 0; r < t->nrows; r++) {
+            const tk_pkg_tune_row *row = &t->rows[r];
+            char key[48];
+            snprintf(key, sizeof key, "%lld (2^%d)", (long long)row->key, row->bucket);
+            double win = row->times_us[row->winner], d0 = row->times_us[0];
+            fprintf(out, "    %-22s %-26s %10.2f %11.2f %7.2fx\n", key, config_text(t, row->winner, cfg, sizeof cfg),
+                    win, d0, d0 > 0 && win > 0 ? d0 / win : 0.0);
+        }
+    }
+}
+
 static int write_package_text(const tk_pkgfile *f, FILE *out)
 {
     fprintf(out, "package %s: program '%s', written by tkexport %s\n", f->origin, f->program_name, f->tkexport);
@@ -77,6 +115,7 @@ static int write_package_text(const tk_pkgfile *f, FILE *out)
         fprintf(out, "  (none)\n");
     for (size_t i = 0; i < f->nkernels; i++)
         fprintf(out, "  %-24s %s (from %s)\n", f->kernels[i].name, f->kernels[i].fatbin, f->kernels[i].source);
+    write_tuning(f, out);
     fprintf(out, "entries (SHA-256 verified):\n");
     for (size_t i = 0; i < f->nentries; i++)
         fprintf(out, "  %-44s %10llu  %s\n", f->entries[i].path, (unsigned long long)f->entries[i].size,

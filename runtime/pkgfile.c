@@ -250,6 +250,8 @@ static int read_ops(reader *r, const cJSON *doc)
     return 0;
 }
 
+static int read_tuning(reader *r, const cJSON *doc);
+
 static int read_manifest(reader *r, const char *text, size_t len)
 {
     tk_pkgfile *f = r->f;
@@ -308,11 +310,129 @@ static int read_manifest(reader *r, const char *text, size_t len)
         rc = tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
         goto done;
     }
-    if ((rc = read_entries(r, doc)) || (rc = read_kernels(r, doc)) || (rc = read_ops(r, doc)))
+    if ((rc = read_entries(r, doc)) || (rc = read_kernels(r, doc)) || (rc = read_ops(r, doc)) ||
+        (rc = read_tuning(r, doc)))
         goto done;
 done:
     cJSON_Delete(doc);
     return rc;
+}
+
+/* tuning[] (optional): tuned kernels, each checked against the entries and its own sizes. */
+static int read_tune(reader *r, const cJSON *o, tk_pkg_tune *t, size_t index)
+{
+    char where[64];
+    snprintf(where, sizeof where, "tuning[%zu]", index);
+    int rc;
+    if ((rc = get_str(r, o, "kernel", &t->kernel, where)) || (rc = get_str(r, o, "key", &t->key, where)) ||
+        (rc = get_str_or_null(r, o, "device", &t->device, where)) ||
+        (rc = get_str_or_null(r, o, "driver", &t->driver, where)))
+        return rc;
+    const cJSON *params, *configs, *fatbins, *table, *x;
+    size_t np, nc, nf, nt;
+    if ((rc = get_array(r, o, "params", &params, &np, TK_TUNE_MAX_PARAMS, where)) ||
+        (rc = get_array(r, o, "configs", &configs, &nc, TK_TUNE_MAX_CONFIGS, where)) ||
+        (rc = get_array(r, o, "fatbins", &fatbins, &nf, TK_TUNE_MAX_CONFIGS, where)) ||
+        (rc = get_array(r, o, "table", &table, &nt, TK_TUNE_BUCKETS, where)))
+        return rc;
+    if (!np || !nc || !nf || nf > nc)
+        return bad(r, "manifest.json: %s: kernel '%s' needs parameters, configurations and 1 to %zu fatbins", where,
+                   t->kernel, nc);
+    t->nparams = (int)np;
+    t->nconfigs = (int)nc;
+    int k = 0;
+    cJSON_ArrayForEach(x, params)
+    {
+        if (!cJSON_IsString(x))
+            return bad(r, "manifest.json: %s: a parameter name is not a string", where);
+        if (!(t->params[k++] = strdup(x->valuestring)))
+            return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    }
+    int c = 0;
+    cJSON_ArrayForEach(x, configs)
+    {
+        if (cJSON_GetArraySize(x) != t->nparams)
+            return bad(r, "manifest.json: %s: configuration %d does not have %d values", where, c, t->nparams);
+        for (int k = 0; k < t->nparams; k++) {
+            const cJSON *v = cJSON_GetArrayItem(x, k);
+            if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || fabs(v->valuedouble) > 1e9)
+                return bad(r, "manifest.json: %s: configuration %d holds a value that is not an integer", where, c);
+            t->values[c][k] = (int)v->valuedouble;
+        }
+        c++;
+    }
+    cJSON_ArrayForEach(x, fatbins)
+    {
+        char want[32];
+        size_t i = t->nfatbins;
+        snprintf(want, sizeof want, "@c%zu.fatbin", i);
+        if (!cJSON_IsString(x) || !tk_pkgfile_entry(r->f, x->valuestring))
+            return bad(r, "manifest.json: %s: fatbin %zu of kernel '%s' is not an entry of the package", where, i,
+                       t->kernel);
+        size_t len = strlen(x->valuestring), wl = strlen(want);
+        if (i && (len < wl || strcmp(x->valuestring + len - wl, want) != 0))
+            return bad(r, "manifest.json: %s: fatbin %zu of kernel '%s' is '%s', expected a name ending in '%s'",
+                       where, i, t->kernel, x->valuestring, want);
+        if (!(t->fatbins[t->nfatbins++] = strdup(x->valuestring)))
+            return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    }
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(o, "measured");
+    if (!cJSON_IsBool(m))
+        return bad(r, "manifest.json: %s: 'measured' is missing or not true/false", where);
+    t->measured = cJSON_IsTrue(m);
+    if (nt && !(t->rows = calloc(nt, sizeof(*t->rows))))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    cJSON_ArrayForEach(x, table)
+    {
+        tk_pkg_tune_row *row = &t->rows[t->nrows];
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(x, "bucket"), *w = cJSON_GetObjectItemCaseSensitive(x, "winner");
+        const cJSON *kv = cJSON_GetObjectItemCaseSensitive(x, "key"), *times = cJSON_GetObjectItemCaseSensitive(x, "times_us");
+        if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble >= TK_TUNE_BUCKETS || !cJSON_IsNumber(w) ||
+            w->valuedouble < 0 || w->valuedouble >= (double)t->nfatbins || !cJSON_IsNumber(kv) ||
+            cJSON_GetArraySize(times) != t->nconfigs)
+            return bad(r, "manifest.json: %s: table row %zu of kernel '%s' is malformed (bucket 0..%d, a winner among "
+                       "the %zu compiled configurations, a time per configuration)", where, t->nrows, t->kernel,
+                       TK_TUNE_BUCKETS - 1, t->nfatbins);
+        row->bucket = (int)b->valuedouble;
+        row->winner = (int)w->valuedouble;
+        row->key = (int64_t)kv->valuedouble;
+        for (int cfg = 0; cfg < t->nconfigs; cfg++)
+            row->times_us[cfg] = cJSON_GetNumberValue(cJSON_GetArrayItem(times, cfg));
+        t->nrows++;
+    }
+    /* every bucket takes the winner of the nearest measured one */
+    for (int bucket = 0; bucket < TK_TUNE_BUCKETS; bucket++) {
+        int best = -1, dist = 0;
+        for (size_t i = 0; i < t->nrows; i++) {
+            int d = abs(t->rows[i].bucket - bucket);
+            if (best < 0 || d < dist || (d == dist && t->rows[i].bucket < t->rows[best].bucket))
+                best = (int)i, dist = d;
+        }
+        t->table[bucket] = (signed char)(best < 0 ? 0 : t->rows[best].winner);
+    }
+    return 0;
+}
+
+static int read_tuning(reader *r, const cJSON *doc)
+{
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "tuning"), *o;
+    if (!arr)
+        return 0;
+    size_t n;
+    int rc = get_array(r, doc, "tuning", &arr, &n, 1024, "top level");
+    if (rc)
+        return rc;
+    if (!(r->f->tunes = calloc(n + 1, sizeof(*r->f->tunes))))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    cJSON_ArrayForEach(o, arr)
+    {
+        tk_pkg_tune *t = &r->f->tunes[r->f->ntunes++];
+        if ((rc = read_tune(r, o, t, r->f->ntunes - 1)))
+            return rc;
+        if (!tk_pkgfile_kernel(r->f, t->kernel))
+            return bad(r, "manifest.json: tuned kernel '%s' is not in the kernel table", t->kernel);
+    }
+    return 0;
 }
 
 /* The archive holds exactly manifest.json and the listed entries, each of its size and digest. */
@@ -500,6 +620,19 @@ void tk_pkgfile_free(tk_pkgfile *f)
         free(f->entries[i].data);
     }
     free(f->entries);
+    for (size_t i = 0; i < f->ntunes; i++) {
+        tk_pkg_tune *t = &f->tunes[i];
+        free(t->kernel);
+        free(t->key);
+        free(t->device);
+        free(t->driver);
+        for (int k = 0; k < t->nparams; k++)
+            free(t->params[k]);
+        for (size_t k = 0; k < t->nfatbins; k++)
+            free(t->fatbins[k]);
+        free(t->rows);
+    }
+    free(f->tunes);
     tk_program_model_free(f->program);
     free(f);
 }

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <tk/op.h>
+
 #include "progmodel.h"
 
 #define TK_TKPKG_FORMAT "tkpkg"
@@ -40,6 +42,32 @@ typedef struct tk_pkg_op {
     char **kernels; /* names, each in the file's kernel table */
 } tk_pkg_op;
 
+/* One measured key bucket of a tuned kernel. */
+typedef struct tk_pkg_tune_row {
+    int bucket;
+    int64_t key;
+    int winner;
+    double times_us[TK_TUNE_MAX_CONFIGS]; /* negative: the configuration could not run */
+} tk_pkg_tune_row;
+
+/* A tuned kernel (manifest "tuning"): its declaration, the fatbin of each compiled configuration
+ * (fatbins[0] the default; the others named "...@cN.fatbin"), and what measuring found. */
+typedef struct tk_pkg_tune {
+    char *kernel, *key;
+    int nparams, nconfigs;
+    char *params[TK_TUNE_MAX_PARAMS];
+    int values[TK_TUNE_MAX_CONFIGS][TK_TUNE_MAX_PARAMS];
+    size_t nfatbins;
+    char *fatbins[TK_TUNE_MAX_CONFIGS];
+    int measured;
+    char *device, *driver;
+    size_t nrows;
+    tk_pkg_tune_row *rows;
+    /* the configuration per bucket: the winner of the nearest measured bucket (the smaller one on
+     * a tie), 0 everywhere when nothing was measured */
+    signed char table[TK_TUNE_BUCKETS];
+} tk_pkg_tune;
+
 typedef struct tk_pkgfile {
     char *origin;   /* "'mlp.tkpkg'", for messages */
     char *manifest_json; /* manifest.json as stored */
@@ -57,6 +85,8 @@ typedef struct tk_pkgfile {
     tk_pkg_op *ops; /* sorted by name */
     size_t nentries;
     tk_pkg_entry *entries; /* sorted by path; manifest.json itself is not one of them */
+    size_t ntunes;
+    tk_pkg_tune *tunes;
     tk_program_model *program; /* program.json, parsed and checked */
 } tk_pkgfile;
 

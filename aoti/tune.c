@@ -1,0 +1,676 @@
+/* Autotuning at AOT time: the TK_AUTOTUNE declarations of a program's host sources, and their
+ * measurement on the GPU: every configuration's variant timed with device events on random
+ * inputs at sizes spread over the program's symbol ranges (rotating buffers, warm-up, median of
+ * repeats), the winner recorded per key bucket, the results cached by device, driver, the
+ * compiled code's digests and the declaration. */
+#define _DEFAULT_SOURCE
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aoti.h"
+#include "fsutil.h"
+#include "rt_internal.h"
+#include "sha256.h"
+#include "strbuf.h"
+#include "sym.h"
+#include <tk/half.h>
+#include <tk/runtime.h>
+
+/* --- reading declarations ------------------------------------------------------------------ */
+
+typedef struct lexer {
+    const char *p, *end;
+} lexer;
+
+static void skip_space(lexer *lx)
+{
+    while (lx->p < lx->end) {
+        if (isspace((unsigned char)*lx->p))
+            lx->p++;
+        else if (lx->p + 1 < lx->end && lx->p[0] == '/' && lx->p[1] == '/')
+            while (lx->p < lx->end && *lx->p != '\n')
+                lx->p++;
+        else if (lx->p + 1 < lx->end && lx->p[0] == '/' && lx->p[1] == '*') {
+            const char *e = strstr(lx->p + 2, "*/");
+            lx->p = e ? e + 2 : lx->end;
+        } else
+            break;
+    }
+}
+
+/* One or more adjacent string literals, concatenated (simple escapes only). */
+static char *read_string(lexer *lx)
+{
+    tk_strbuf sb = {0};
+    int any = 0;
+    for (;;) {
+        skip_space(lx);
+        if (lx->p >= lx->end || *lx->p != '"')
+            break;
+        any = 1;
+        for (lx->p++; lx->p < lx->end && *lx->p != '"'; lx->p++) {
+            char ch = *lx->p;
+            if (ch == '\\' && lx->p + 1 < lx->end)
+                ch = *++lx->p;
+            if (ch == '\n' || tk_strbuf_add(&sb, &ch, 1)) {
+                tk_strbuf_release(&sb);
+                return NULL;
+            }
+        }
+        if (lx->p >= lx->end) {
+            tk_strbuf_release(&sb);
+            return NULL;
+        }
+        lx->p++;
+    }
+    if (!any)
+        return NULL;
+    return tk_strbuf_detach(&sb);
+}
+
+static int line_at(const char *text, const char *at)
+{
+    int line = 1;
+    for (const char *p = text; p < at; p++)
+        line += *p == '\n';
+    return line;
+}
+
+static int split_words(char *s, char **words, int max)
+{
+    int n = 0;
+    for (char *tok = strtok(s, " \t"); tok; tok = strtok(NULL, " \t")) {
+        if (n == max)
+            return max + 1;
+        words[n++] = tok;
+    }
+    return n;
+}
+
+/* Parses "TK_AUTOTUNE(kernel, "key", "P Q", "1 2", ...)" at lx (just after the macro name). */
+static int parse_decl(lexer *lx, tk_aoti_tune *t, const char *file, int line)
+{
+    char *strs[2 + TK_TUNE_MAX_CONFIGS + 1];
+    int ns = 0, rc = 0;
+    skip_space(lx);
+    if (lx->p >= lx->end || *lx->p != '(')
+        return 1; /* not a use of the macro (its definition, a mention) */
+    lx->p++;
+    skip_space(lx);
+    const char *id = lx->p;
+    while (lx->p < lx->end && (isalnum((unsigned char)*lx->p) || *lx->p == '_'))
+        lx->p++;
+    if (lx->p == id)
+        return tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE needs the kernel's name first", file, line);
+    t->kernel = strndup(id, (size_t)(lx->p - id));
+    for (;;) {
+        skip_space(lx);
+        if (lx->p < lx->end && *lx->p == ')')
+            break;
+        if (lx->p >= lx->end || *lx->p != ',' || ns == (int)(sizeof strs / sizeof strs[0])) {
+            rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...) takes string literals: the key, the parameter "
+                              "names and at most %d configurations", file, line, t->kernel, TK_TUNE_MAX_CONFIGS);
+            goto done;
+        }
+        lx->p++;
+        if (!(strs[ns] = read_string(lx))) {
+            rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...): argument %d is not a string literal", file,
+                              line, t->kernel, ns + 2);
+            goto done;
+        }
+        ns++;
+    }
+    if (ns < 3) {
+        rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...) lists no configuration (expected the key, the "
+                          "parameter names, then one string per configuration)", file, line, t->kernel);
+        goto done;
+    }
+    t->key = strdup(strs[0]);
+    t->file = strdup(file);
+    t->line = line;
+    char *words[TK_TUNE_MAX_PARAMS + 1];
+    t->nparams = split_words(strs[1], words, TK_TUNE_MAX_PARAMS);
+    if (t->nparams < 1 || t->nparams > TK_TUNE_MAX_PARAMS) {
+        rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...) names %d parameters (expected 1 to %d)", file, line,
+                          t->kernel, t->nparams, TK_TUNE_MAX_PARAMS);
+        goto done;
+    }
+    for (int i = 0; i < t->nparams; i++)
+        t->params[i] = strdup(words[i]);
+    t->nconfigs = ns - 2;
+    for (int c = 0; c < t->nconfigs && !rc; c++) {
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s", strs[2 + c]);
+        int n = split_words(copy, words, TK_TUNE_MAX_PARAMS);
+        for (int k = 0; k < n && k < t->nparams && !rc; k++) {
+            char *end;
+            long v = strtol(words[k], &end, 10);
+            if (*end || v < INT_MIN || v > INT_MAX)
+                rc = 1;
+            t->values[c][k] = (int)v;
+        }
+        if (rc || n != t->nparams)
+            rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...): configuration \"%s\" is not %d integers (one "
+                              "per parameter: %s)", file, line, t->kernel, strs[2 + c], t->nparams, strs[1]);
+    }
+done:
+    for (int i = 0; i < ns; i++)
+        free(strs[i]);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int program_launches(const tk_program_model *m, const char *kernel)
+{
+    for (size_t i = 0; i < m->nops; i++)
+        for (size_t k = 0; k < m->ops[i].nkernels; k++)
+            if (!strcmp(m->ops[i].kernels[k], kernel))
+                return 1;
+    return 0;
+}
+
+static void tune_release(tk_aoti_tune *t)
+{
+    free(t->kernel);
+    free(t->key);
+    free(t->file);
+    for (int i = 0; i < t->nparams; i++)
+        free(t->params[i]);
+    memset(t, 0, sizeof(*t));
+}
+
+void tk_aoti_tunes_free(tk_aoti_tune *t, size_t n)
+{
+    for (size_t i = 0; t && i < n; i++)
+        tune_release(&t[i]);
+    free(t);
+}
+
+int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    size_t cap = 8;
+    tk_aoti_tune *v = calloc(cap, sizeof(*v));
+    if (!v)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    int rc = 0;
+    for (size_t s = 0; s < m->nsources && !rc; s++) {
+        const tk_pm_source *src = &m->sources[s];
+        if (!ends_with(src->path, ".c"))
+            continue;
+        const char *text = (const char *)src->data;
+        lexer lx = {text, text + src->len};
+        while (!rc && lx.p < lx.end) {
+            skip_space(&lx);
+            if (lx.p >= lx.end)
+                break;
+            if (*lx.p == '"' || *lx.p == '\'') { /* literals are not code */
+                char q = *lx.p++;
+                while (lx.p < lx.end && *lx.p != q && *lx.p != '\n')
+                    lx.p += *lx.p == '\\' ? 2 : 1;
+                lx.p++;
+                continue;
+            }
+            if (!isalpha((unsigned char)*lx.p) && *lx.p != '_') {
+                lx.p++;
+                continue;
+            }
+            const char *w = lx.p;
+            while (lx.p < lx.end && (isalnum((unsigned char)*lx.p) || *lx.p == '_'))
+                lx.p++;
+            if ((size_t)(lx.p - w) != 11 || strncmp(w, "TK_AUTOTUNE", 11) != 0)
+                continue;
+            if (*n == cap) {
+                tk_aoti_tune *g = realloc(v, 2 * cap * sizeof(*v));
+                if (!g) {
+                    rc = tk_error_set(TK_ENOMEM, "out of memory");
+                    break;
+                }
+                memset(g + cap, 0, cap * sizeof(*v));
+                v = g;
+                cap *= 2;
+            }
+            tk_aoti_tune *t = &v[*n];
+            int r = parse_decl(&lx, t, src->path, line_at(text, w));
+            if (r < 0)
+                rc = r;
+            else if (r > 0 || !program_launches(m, t->kernel))
+                tune_release(t); /* not a declaration, or a kernel this program does not launch */
+            else
+                (*n)++;
+        }
+    }
+    for (size_t i = 0; i < *n && !rc; i++)
+        for (size_t j = 0; j < i && !rc; j++)
+            if (!strcmp(v[i].kernel, v[j].kernel))
+                rc = tk_error_set(TK_EINVAL, "%s:%d: kernel '%s' has a second TK_AUTOTUNE (the first is at %s:%d)",
+                                  v[i].file, v[i].line, v[i].kernel, v[j].file, v[j].line);
+    if (rc) {
+        tk_aoti_tunes_free(v, *n + 1);
+        *n = 0;
+        return rc;
+    }
+    *out = v;
+    return 0;
+}
+
+/* --- measuring ----------------------------------------------------------------------------- */
+
+#define TUNE_WARMUP 3
+#define TUNE_REPS 15
+#define TUNE_ROTATE_BYTES ((size_t)192 << 20) /* rotated buffers exceed any L2 (H100: 50 MB) */
+#define TUNE_MAX_ROTATE 8
+
+static uint32_t g_rand = 0x9e3779b9u;
+static float uniform(void)
+{
+    g_rand ^= g_rand << 13;
+    g_rand ^= g_rand >> 17;
+    g_rand ^= g_rand << 5;
+    return (float)(g_rand >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+/* A device tensor of random values in [-1, 1) (integers: 0..3). */
+static int random_tensor(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank, const int64_t *shape)
+{
+    tk_device cpu = {TK_DEVICE_CPU, 0};
+    tk_tensor *h = NULL;
+    int rc = tk_tensor_new(&h, NULL, cpu, dtype, rank, shape);
+    if (rc)
+        return rc;
+    int64_t n = tk_numel(h);
+    void *p = tk_tensor_data(h);
+    for (int64_t i = 0; i < n; i++) {
+        float v = uniform();
+        switch (dtype) {
+        case TK_F32: ((float *)p)[i] = v; break;
+        case TK_F16: ((uint16_t *)p)[i] = tk_f32_to_f16(v); break;
+        case TK_BF16: ((uint16_t *)p)[i] = tk_f32_to_bf16(v); break;
+        case TK_I32: ((int32_t *)p)[i] = (int32_t)(g_rand & 3); break;
+        default: ((int64_t *)p)[i] = (int64_t)(g_rand & 3); break;
+        }
+    }
+    if (!(rc = tk_tensor_new(out, ctx, tk_ctx_device(ctx), dtype, rank, shape)) && (rc = tk_tensor_copy(ctx, *out, h))) {
+        tk_tensor_free(*out);
+        *out = NULL;
+    }
+    tk_tensor_free(h);
+    return rc;
+}
+
+/* One node's inputs at one point of the symbol space, in `rot` rotating copies, and its outputs. */
+typedef struct bench_call {
+    tk_ctx *ctx;
+    const char *op;
+    int nin, nout, rot;
+    tk_tensor *in[TUNE_MAX_ROTATE][16];
+    tk_tensor *out[16];
+} bench_call;
+
+static int run_once(void *arg, int rep)
+{
+    bench_call *b = arg;
+    return tk_op_run(b->ctx, b->op, b->in[rep % b->rot], b->nin, b->out, b->nout);
+}
+
+static void bench_release(bench_call *b)
+{
+    for (int r = 0; r < TUNE_MAX_ROTATE; r++)
+        for (int i = 0; i < 16; i++)
+            tk_tensor_free(b->in[r][i]);
+    for (int i = 0; i < 16; i++)
+        tk_tensor_free(b->out[i]);
+    memset(b->in, 0, sizeof b->in);
+    memset(b->out, 0, sizeof b->out);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The symbol values of sample k: per symbol, its min, the powers of two inside its range, its
+ * max; sample k takes the k-th of each list (the last once a list is exhausted). */
+static int sample_values(const tk_program_model *m, size_t k, int64_t *values, size_t *count)
+{
+    size_t longest = 0;
+    for (size_t s = 0; s < m->nsymbols; s++) {
+        int64_t lo = m->symbols[s].min < 1 ? 1 : m->symbols[s].min, hi = m->symbols[s].max;
+        int64_t list[130];
+        size_t n = 0;
+        list[n++] = lo;
+        for (int64_t p = 1; p > 0 && p < hi && n < 128; p <<= 1)
+            if (p > lo)
+                list[n++] = p;
+        if (hi > lo)
+            list[n++] = hi;
+        values[s] = list[k < n ? k : n - 1];
+        if (n > longest)
+            longest = n;
+    }
+    *count = longest ? longest : 1;
+    return 0;
+}
+
+/* The node of m that calls an op launching kernel. */
+static const tk_pm_node *node_for(const tk_program_model *m, const char *kernel)
+{
+    for (size_t i = 0; i < m->nnodes; i++) {
+        const tk_pm_op *op = tk_pm_find_op(m, m->nodes[i].op);
+        for (size_t k = 0; op && k < op->nkernels; k++)
+            if (!strcmp(op->kernels[k], kernel))
+                return &m->nodes[i];
+    }
+    return NULL;
+}
+
+/* Sets up b for node at symbol values `values`: shapes evaluated, random inputs, outputs from a
+ * first (untimed) run. */
+static int bench_setup(bench_call *b, const tk_program_model *m, const tk_pm_node *node, const int64_t *values)
+{
+    const char *names[64];
+    tk_sym vars[64];
+    int ns = (int)(m->nsymbols < 64 ? m->nsymbols : 64), rc = 0;
+    for (int s = 0; s < ns; s++) {
+        names[s] = m->symbols[s].name;
+        vars[s] = tk_sym_var(b->ctx, names[s], m->symbols[s].min, m->symbols[s].max);
+    }
+    b->op = node->op;
+    b->nin = node->nin;
+    b->nout = node->nout;
+    if (b->nin > 16 || b->nout > 16)
+        return tk_error_set(TK_EUNSUPPORTED, "op '%s' has more than 16 inputs or outputs: not tuned", node->op);
+    size_t bytes = 0;
+    int64_t shapes[16][TK_MAX_DIMS];
+    for (int i = 0; i < b->nin && !rc; i++) {
+        const tk_pm_value *v = tk_pm_find_value(m, node->inputs[i]);
+        if (!v)
+            return tk_error_set(TK_EUNSUPPORTED, "op '%s': an optional input left out: not tuned", node->op);
+        size_t n = tk_dtype_size(v->dtype);
+        for (int d = 0; d < v->rank && !rc; d++) {
+            shapes[i][d] = v->dims[d].value;
+            if (v->dims[d].expr) {
+                tk_sym e;
+                rc = tk_sym_parse(b->ctx, v->dims[d].expr, names, vars, ns, &e);
+                if (!rc)
+                    rc = tk_sym_eval(e, names, values, ns, &shapes[i][d]);
+            }
+            n *= (size_t)shapes[i][d];
+        }
+        bytes += n;
+    }
+    if (rc)
+        return rc;
+    b->rot = (int)(bytes ? (TUNE_ROTATE_BYTES + bytes - 1) / bytes : 1);
+    if (b->rot > TUNE_MAX_ROTATE)
+        b->rot = TUNE_MAX_ROTATE;
+    for (int r = 0; r < b->rot && !rc; r++)
+        for (int i = 0; i < b->nin && !rc; i++) {
+            const tk_pm_value *v = tk_pm_find_value(m, node->inputs[i]);
+            rc = random_tensor(&b->in[r][i], b->ctx, v->dtype, v->rank, shapes[i]);
+        }
+    if (!rc)
+        rc = tk_op_run(b->ctx, b->op, b->in[0], b->nin, b->out, b->nout);
+    if (!rc)
+        rc = tk_ctx_sync(b->ctx);
+    return rc;
+}
+
+/* Times every configuration of t on b; the row of the key bucket the op chose. */
+static int measure_point(bench_call *b, tk_aoti_tune *t, tk_aoti_tune_row *row)
+{
+    double times[TUNE_REPS];
+    int any = 0;
+    row->winner = -1;
+    for (int c = 0; c < t->nconfigs; c++) {
+        b->ctx->tune_force_kernel = t->kernel;
+        b->ctx->tune_force_config = c;
+        int rc = tk_cuda_time(b->ctx, run_once, b, TUNE_WARMUP, TUNE_REPS, times);
+        if (rc) {
+            /* a configuration that cannot run here (too many threads, too many registers) */
+            tk_error_clear();
+            tk_ctx_sync(b->ctx);
+            tk_error_clear();
+            row->times_us[c] = -1;
+            continue;
+        }
+        qsort(times, TUNE_REPS, sizeof(double), cmp_double);
+        row->times_us[c] = times[TUNE_REPS / 2];
+        if (!any || row->times_us[c] < row->times_us[row->winner])
+            row->winner = c;
+        any = 1;
+    }
+    b->ctx->tune_force_kernel = NULL;
+    row->key = b->ctx->tune_key;
+    row->bucket = tk_tune_bucket(row->key);
+    if (!any)
+        return tk_error_set(TK_EINVAL, "no configuration of kernel '%s' runs (key %lld): %s", t->kernel,
+                            (long long)row->key, tk_error_last());
+    return 0;
+}
+
+/* --- the tuning cache ---------------------------------------------------------------------- */
+
+static int cache_key(const tk_aoti_tune *t, const char *device, int driver, const tk_aoti_blob *blobs, size_t nblobs,
+                     char key[65])
+{
+    tk_strbuf sb = {0};
+    int rc = tk_strbuf_addf(&sb, "tkexport-tune 1\n%s\n%d\n%s %s", device, driver, t->kernel, t->key);
+    for (int i = 0; i < t->nparams && !rc; i++)
+        rc = tk_strbuf_addf(&sb, " %s", t->params[i]);
+    for (int c = 0; c < t->nconfigs && !rc; c++)
+        for (int k = 0; k < t->nparams && !rc; k++)
+            rc = tk_strbuf_addf(&sb, "%s%d", k ? "," : "\n", t->values[c][k]);
+    for (size_t i = 0; i < nblobs && !rc; i++) {
+        char hex[65];
+        tk_sha256_hex(blobs[i].bytes, blobs[i].len, hex);
+        rc = tk_strbuf_addf(&sb, "\n%s %s", blobs[i].entry, hex);
+    }
+    if (!rc)
+        tk_sha256_hex(sb.buf, sb.len, key);
+    tk_strbuf_release(&sb);
+    return rc;
+}
+
+static int cache_read(tk_aoti_tune *t, const char *path)
+{
+    char *text = NULL;
+    size_t len;
+    if (access(path, R_OK) != 0 || tk_file_read(&text, &len, path, 1u << 22) != 0) {
+        tk_error_clear();
+        return 0;
+    }
+    cJSON *doc = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *rows = cJSON_GetObjectItem(doc, "rows"), *r;
+    size_t n = 0;
+    int ok = cJSON_IsArray(rows);
+    cJSON_ArrayForEach(r, rows)
+    {
+        const cJSON *times = cJSON_GetObjectItem(r, "times_us");
+        if (n == TK_TUNE_BUCKETS || cJSON_GetArraySize(times) != t->nconfigs) {
+            ok = 0;
+            break;
+        }
+        tk_aoti_tune_row *row = &t->rows[n++];
+        row->bucket = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "bucket"));
+        row->key = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "key"));
+        row->winner = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(r, "winner"));
+        ok &= row->winner >= 0 && row->winner < t->nconfigs && row->bucket >= 0 && row->bucket < TK_TUNE_BUCKETS;
+        for (int c = 0; c < t->nconfigs; c++)
+            row->times_us[c] = cJSON_GetNumberValue(cJSON_GetArrayItem(times, c));
+    }
+    cJSON_Delete(doc);
+    if (!ok || !n)
+        return 0;
+    t->nrows = n;
+    return 1;
+}
+
+static void cache_write(const tk_aoti_tune *t, const char *path)
+{
+    cJSON *doc = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(doc, "rows");
+    for (size_t i = 0; i < t->nrows; i++) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "bucket", t->rows[i].bucket);
+        cJSON_AddNumberToObject(r, "key", (double)t->rows[i].key);
+        cJSON_AddNumberToObject(r, "winner", t->rows[i].winner);
+        cJSON *times = cJSON_AddArrayToObject(r, "times_us");
+        for (int c = 0; c < t->nconfigs; c++)
+            cJSON_AddItemToArray(times, cJSON_CreateNumber(t->rows[i].times_us[c]));
+        cJSON_AddItemToArray(rows, r);
+    }
+    char *text = cJSON_PrintUnformatted(doc);
+    if (text && tk_file_write_atomic(path, text, strlen(text)) != 0)
+        tk_error_clear(); /* a cache that cannot be written costs time only */
+    cJSON_free(text);
+    cJSON_Delete(doc);
+}
+
+/* --- the whole ------------------------------------------------------------------------------- */
+
+typedef struct loaded {
+    tk_fatbin_node nodes[2 * TK_TUNE_MAX_CONFIGS + 16];
+    char names[2 * TK_TUNE_MAX_CONFIGS + 16][300];
+    size_t nnodes;
+    void *host;
+    char host_path[PATH_MAX + 16];
+} loaded;
+
+/* The compiled code in this process: fatbins registered (variants tagged "@cN"), the host
+ * object loaded from a private temporary file. */
+static int load_blobs(loaded *l, const tk_aoti_blob *blobs, size_t nblobs)
+{
+    int rc = 0;
+    for (size_t i = 0; i < nblobs && !rc; i++) {
+        if (blobs[i].config < 0) {
+            char dir[PATH_MAX];
+            if ((rc = tk_tempdir_new(dir, sizeof dir)))
+                break;
+            snprintf(l->host_path, sizeof l->host_path, "%s/ops.so", dir);
+            if (!(rc = tk_file_write_atomic(l->host_path, blobs[i].bytes, blobs[i].len)))
+                rc = tk_ops_load(&l->host, l->host_path);
+            continue;
+        }
+        if (l->nnodes == sizeof l->nodes / sizeof l->nodes[0])
+            return tk_error_set(TK_EUNSUPPORTED, "too many fatbins to tune at once");
+        tk_fatbin_node *node = &l->nodes[l->nnodes];
+        char *name = l->names[l->nnodes++];
+        if (blobs[i].config > 0)
+            snprintf(name, sizeof l->names[0], "tune/%s@c%d", blobs[i].entry, blobs[i].config);
+        else
+            snprintf(name, sizeof l->names[0], "tune/%s", blobs[i].entry);
+        *node = (tk_fatbin_node){blobs[i].bytes, blobs[i].len, name, NULL};
+        tk_fatbin_register(node);
+    }
+    return rc;
+}
+
+static void unload_blobs(loaded *l)
+{
+    for (size_t i = 0; i < l->nnodes; i++)
+        tk_fatbin_unregister(&l->nodes[i]);
+    tk_ops_unload(l->host);
+    if (l->host_path[0]) {
+        unlink(l->host_path);
+        char *slash = strrchr(l->host_path, '/');
+        *slash = '\0';
+        rmdir(l->host_path);
+    }
+}
+
+static int tune_one(tk_ctx *ctx, const tk_program_model *m, tk_aoti_tune *t, int progress)
+{
+    const tk_pm_node *node = node_for(m, t->kernel);
+    if (!node)
+        return tk_error_set(TK_EINVAL, "kernel '%s': no node of the program calls an op that launches it", t->kernel);
+    int64_t values[64] = {0};
+    size_t count = 1;
+    sample_values(m, 0, values, &count);
+    int rc = 0;
+    t->nrows = 0;
+    for (size_t k = 0; k < count && !rc; k++) {
+        sample_values(m, k, values, &count);
+        bench_call b = {.ctx = ctx};
+        if (progress) {
+            fprintf(stderr, "\r\033[Ktkexport compile: tuning %s: size %zu of %zu", t->kernel, k + 1, count);
+            fflush(stderr);
+        }
+        tk_aoti_tune_row row;
+        memset(&row, 0, sizeof row);
+        if (!(rc = bench_setup(&b, m, node, values)) && !(rc = measure_point(&b, t, &row))) {
+            size_t i = 0;
+            while (i < t->nrows && t->rows[i].bucket != row.bucket)
+                i++;
+            if (i < TK_TUNE_BUCKETS) {
+                t->rows[i] = row; /* a later sample of the same bucket replaces an earlier one */
+                if (i == t->nrows)
+                    t->nrows++;
+            }
+        }
+        bench_release(&b);
+    }
+    if (progress)
+        fputs("\r\033[K", stderr);
+    return rc;
+}
+
+int tk_aoti_measure(const tk_program_model *m, tk_aoti_tune *tunes, size_t ntunes, const tk_aoti_blob *blobs,
+                    size_t nblobs, const char *cache_dir, int progress)
+{
+    char device[128];
+    int driver = 0, rc = tk_cuda_available();
+    if (rc || (rc = tk_cuda_device_name(0, device, sizeof device, &driver)))
+        return rc;
+    char keys[TK_TUNE_MAX_CONFIGS][65], paths[TK_TUNE_MAX_CONFIGS][PATH_MAX];
+    size_t todo = 0;
+    for (size_t i = 0; i < ntunes && i < TK_TUNE_MAX_CONFIGS && !rc; i++) {
+        tk_aoti_tune *t = &tunes[i];
+        snprintf(t->device, sizeof t->device, "%s", device);
+        snprintf(t->driver, sizeof t->driver, "%d.%d", driver / 1000, driver % 1000 / 10);
+        paths[i][0] = '\0';
+        if ((rc = cache_key(t, device, driver, blobs, nblobs, keys[i])))
+            break;
+        if (cache_dir) {
+            snprintf(paths[i], sizeof paths[i], "%s/%s.tune.json", cache_dir, keys[i]);
+            if (cache_read(t, paths[i])) {
+                t->measured = t->cached = 1;
+                continue;
+            }
+        }
+        todo++;
+    }
+    if (rc || !todo)
+        return rc;
+    loaded l;
+    memset(&l, 0, sizeof l);
+    tk_ctx *ctx = NULL;
+    tk_device gpu = {TK_DEVICE_CUDA, 0};
+    if (!(rc = load_blobs(&l, blobs, nblobs)) && !(rc = tk_ctx_new(&ctx, gpu))) {
+        for (size_t i = 0; i < ntunes && !rc; i++) {
+            if (tunes[i].measured)
+                continue;
+            if (!(rc = tune_one(ctx, m, &tunes[i], progress))) {
+                tunes[i].measured = 1;
+                if (paths[i][0])
+                    cache_write(&tunes[i], paths[i]);
+            }
+        }
+    }
+    tk_ctx_free(ctx);
+    unload_blobs(&l);
+    return rc;
+}
