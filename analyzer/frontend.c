@@ -16,7 +16,7 @@ typedef struct extract {
     CXTranslationUnit tu;
     CXFile mainf;
     const char *path;
-    cJSON *funcs, *globals, *kernels, *handles;
+    cJSON *funcs, *globals, *kernels, *handles, *tunes;
 } extract;
 
 /* The function whose body is being visited. */
@@ -938,6 +938,122 @@ static void summarize_function(extract *x, CXCursor fn)
     cJSON_AddItemToArray(x->funcs, f);
 }
 
+/* --- TK_AUTOTUNE declarations (checked by lint: resolve.c) --------------------------------- */
+
+/* The first cursor of `kind` at or below c (implicit casts and parentheses are looked through). */
+typedef struct kind_search {
+    enum CXCursorKind kind;
+    CXCursor found;
+    int ok;
+} kind_search;
+
+static enum CXChildVisitResult find_kind(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    kind_search *s = data;
+    if (clang_getCursorKind(c) != s->kind)
+        return CXChildVisit_Recurse;
+    s->found = c;
+    s->ok = 1;
+    return CXChildVisit_Break;
+}
+
+static int below(CXCursor c, enum CXCursorKind kind, CXCursor *out)
+{
+    kind_search s = {kind, c, clang_getCursorKind(c) == kind};
+    if (!s.ok)
+        clang_visitChildren(c, find_kind, &s);
+    *out = s.found;
+    return s.ok;
+}
+
+/* Where a macro argument was written: its spelling location when that is in the main file
+ * (TK_AUTOTUNE(k, "n", ...) puts "n" on its own column), else the macro use. */
+static void arg_pos(extract *x, CXCursor c, unsigned *line, unsigned *col)
+{
+    CXFile f;
+    clang_getSpellingLocation(clang_getCursorLocation(c), &f, line, col, NULL);
+    if (!f || !clang_File_isEqual(f, x->mainf))
+        cursor_pos(c, NULL, line, col);
+}
+
+/* A string literal's value (the spelling without its quotes), malloc'd, or NULL. */
+static char *string_value(CXCursor c)
+{
+    CXCursor lit;
+    if (!below(c, CXCursor_StringLiteral, &lit))
+        return NULL;
+    char *sp = str_take(clang_getCursorSpelling(lit));
+    size_t n = strlen(sp);
+    if (n >= 2 && sp[0] == '"' && sp[n - 1] == '"') {
+        memmove(sp, sp + 1, n - 2);
+        sp[n - 2] = '\0';
+    }
+    return sp;
+}
+
+typedef struct string_list {
+    extract *x;
+    cJSON *items;
+} string_list;
+
+/* {"s": value, "line": l, "col": c} for each string initializer. */
+static enum CXChildVisitResult collect_string(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    string_list *l = data;
+    char *v = string_value(c);
+    unsigned line = 0, col = 0;
+    arg_pos(l->x, c, &line, &col);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "s", v ? v : "");
+    cJSON_AddNumberToObject(o, "line", line);
+    cJSON_AddNumberToObject(o, "col", col);
+    cJSON_AddItemToArray(l->items, o);
+    free(v);
+    return CXChildVisit_Continue;
+}
+
+/* TK_AUTOTUNE's record: {kernel, key, params, count, configs, file, line}; the configurations
+ * are the string initializers of the array `configs` names. */
+static void summarize_tune(extract *x, CXCursor var)
+{
+    CXCursor init;
+    kids k;
+    if (!below(var, CXCursor_InitListExpr, &init))
+        return;
+    get_kids(init, &k);
+    if (k.n < 5)
+        return;
+    cJSON *t = cJSON_CreateObject();
+    CXCursor ref;
+    char *kernel = below(k.c[0], CXCursor_DeclRefExpr, &ref) ? str_take(clang_getCursorSpelling(ref)) : NULL;
+    char *key = string_value(k.c[1]), *params = string_value(k.c[2]);
+    cJSON_AddStringToObject(t, "kernel", kernel ? kernel : "");
+    cJSON_AddStringToObject(t, "key", key ? key : "");
+    cJSON_AddStringToObject(t, "params", params ? params : "");
+    unsigned kl = 0, kc = 0, pl = 0, pc = 0;
+    arg_pos(x, k.c[1], &kl, &kc);
+    arg_pos(x, k.c[2], &pl, &pc);
+    cJSON_AddNumberToObject(t, "key_line", kl);
+    cJSON_AddNumberToObject(t, "key_col", kc);
+    cJSON_AddNumberToObject(t, "params_line", pl);
+    cJSON_AddNumberToObject(t, "params_col", pc);
+    free(kernel);
+    free(key);
+    free(params);
+    unsigned col = 0;
+    cursor_pos(var, NULL, NULL, &col);
+    cJSON_AddNumberToObject(t, "line", cursor_line(var));
+    cJSON_AddNumberToObject(t, "col", col);
+    cJSON *configs = cJSON_AddArrayToObject(t, "configs");
+    CXCursor list;
+    if (below(k.c[4], CXCursor_DeclRefExpr, &ref) &&
+        below(clang_getCursorReferenced(ref), CXCursor_InitListExpr, &list))
+        clang_visitChildren(list, collect_string, &(string_list){x, configs});
+    cJSON_AddItemToArray(x->tunes, t);
+}
+
 static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientData data)
 {
     (void)parent;
@@ -951,7 +1067,11 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
         summarize_function(x, c);
     } else if (kind == CXCursor_VarDecl) {
         char *h = annotation(c, "tk.kernel_decl");
-        if (h) {
+        char *tune = h ? NULL : annotation(c, "tk.autotune");
+        if (tune) {
+            summarize_tune(x, c);
+            free(tune);
+        } else if (h) {
             cJSON *o = cJSON_CreateObject();
             add_str(o, "name", clang_getCursorSpelling(c));
             cJSON_AddNumberToObject(o, "line", cursor_line(c));
@@ -1051,6 +1171,7 @@ int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_t
     x.handles = cJSON_AddArrayToObject(s, "handles");
     x.funcs = cJSON_AddArrayToObject(s, "funcs");
     x.globals = cJSON_AddArrayToObject(s, "globals");
+    x.tunes = cJSON_AddArrayToObject(s, "tunes");
 
     unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
     enum CXErrorCode err = clang_parseTranslationUnit2(idx, tu->path, (const char *const *)tu->args,

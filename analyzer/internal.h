@@ -28,7 +28,7 @@
 #include "map.h"
 #include "schema.h"
 
-#define TK_SUMMARY_VERSION 2
+#define TK_SUMMARY_VERSION 3
 
 /* Where the analyzer finds its own headers, its CUDA shim folder and the CUDA toolkit. */
 typedef struct tk_env {

@@ -109,6 +109,18 @@ const tk_lint_rule tk_lint_rules[] = {
      "body reads an input the schema does not declare reads past its inputs. Fix the syntax (for "
      "example \"(Tensor x, float alpha=1.0) -> Tensor\") and declare one argument per in[i] and one "
      "return per out[j]. Suppress with // NOLINT(tk-bad-schema) on the TK_OP line."},
+    {"tk-bad-autotune", "BadAutotune", "error",
+     "TK_AUTOTUNE declaration that cannot be tuned as written",
+     "A TK_AUTOTUNE declaration lists no configuration, has a configuration without one integer per "
+     "parameter, names as its key something that is not a parameter of the kernel, or names a "
+     "compile-time parameter that the kernel's source never uses.",
+     "tkexport compile builds the kernel's source once per configuration with -DNAME=value and the "
+     "runtime picks a configuration from the key's value: a key the kernel does not take cannot "
+     "select anything, a parameter the source does not use makes every variant the same kernel (the "
+     "tuner then measures noise), and an empty or malformed list leaves nothing to compile. Name a "
+     "kernel parameter as the key (e.g. \"n\"), use every parameter in the kernel (usually with a "
+     "#ifndef NAME / #define NAME default), and give one string of integers per configuration. "
+     "Suppress with // NOLINT(tk-bad-autotune) on the TK_AUTOTUNE line."},
     {"tk-parse-error", "ParseError", "error",
      "file that did not parse",
      "libclang could not parse a file; the finding carries clang's first error at its location. What "

@@ -4,12 +4,14 @@
  * function pointers, file-scope variables and op-to-op calls, to a bounded depth in function
  * hops. What it cannot follow is reported per op with the reason. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fsutil.h"
 #include "internal.h"
+#include "strbuf.h"
 #include <tk/error.h>
 
 /* Evaluation steps allowed per op: context-sensitive evaluation can multiply paths, and the
@@ -815,6 +817,125 @@ static void check_op(linker *lk, fninfo *op, cJSON *diags)
                     sc.nrets == 1 ? "" : "s");
 }
 
+/* Whether the identifier `name` appears as a token in the file's code outside comments and
+ * preprocessor lines (a TK_AUTOTUNE parameter reaches the kernel as -DNAME=value; its
+ * #ifndef/#define default does not count as a use). -1 when the file cannot be read. */
+static int source_uses(const char *path, const char *name)
+{
+    char *text = NULL;
+    size_t len = 0, nl = strlen(name);
+    if (tk_file_read(&text, &len, path, 64u << 20) != 0) {
+        tk_error_clear();
+        return -1;
+    }
+    int used = 0, line_start = 1, directive = 0;
+    for (size_t i = 0; i < len && !used; i++) {
+        char ch = text[i];
+        if (ch == '\n') {
+            line_start = 1;
+            directive = directive && i > 0 && text[i - 1] == '\\';
+            continue;
+        }
+        if (ch == '/' && i + 1 < len && text[i + 1] == '/') { /* comments do not use anything */
+            while (i + 1 < len && text[i + 1] != '\n')
+                i++;
+            continue;
+        }
+        if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
+            const char *end = strstr(text + i + 2, "*/");
+            for (size_t stop = end ? (size_t)(end - text) + 1 : len; i < stop; i++)
+                if (text[i] == '\n')
+                    line_start = 1;
+            continue;
+        }
+        if (line_start && ch == '#')
+            directive = 1;
+        if (ch != ' ' && ch != '\t')
+            line_start = 0;
+        int starts = i == 0 || !(isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_');
+        if (!directive && starts && !strncmp(text + i, name, nl) &&
+            !(isalnum((unsigned char)text[i + nl]) || text[i + nl] == '_'))
+            used = 1;
+    }
+    free(text);
+    return used;
+}
+
+/* The offset of word in the space-separated list (for a caret under it). */
+static int name_offset(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = strstr(list, word); p; p = strstr(p + 1, word))
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return (int)(p - list);
+    return 0;
+}
+
+/* tk-bad-autotune: the declaration against its kernel's parameters and source. */
+static void check_tune(linker *lk, const char *file, const cJSON *t, cJSON *diags)
+{
+    const char *kernel = cJSON_GetObjectItemCaseSensitive(t, "kernel")->valuestring;
+    const char *key = cJSON_GetObjectItemCaseSensitive(t, "key")->valuestring;
+    const char *params = cJSON_GetObjectItemCaseSensitive(t, "params")->valuestring;
+    const cJSON *configs = cJSON_GetObjectItemCaseSensitive(t, "configs"), *c;
+    int line = jint(t, "line"), col = jint(t, "col"), nparams = 0;
+    int kline = jint(t, "key_line"), kcol = jint(t, "key_col"), pline = jint(t, "params_line"), pcol = jint(t, "params_col");
+    char names[8][64], copy[512];
+    snprintf(copy, sizeof copy, "%s", params);
+    for (char *tok = strtok(copy, " \t"); tok && nparams < 8; tok = strtok(NULL, " \t"))
+        snprintf(names[nparams++], sizeof names[0], "%s", tok);
+    if (!nparams)
+        tk_diag_add(diags, file, pline, pcol, 0, "error", "tk-bad-autotune",
+                    "TK_AUTOTUNE of '%s' names no compile-time parameter (expected e.g. \"BLOCK ITEMS\")", kernel);
+    if (cJSON_GetArraySize(configs) == 0)
+        tk_diag_add(diags, file, line, col, 0, "error", "tk-bad-autotune",
+                    "TK_AUTOTUNE of '%s' lists no configuration (expected one string of %d integer%s per configuration)",
+                    kernel, nparams, nparams == 1 ? "" : "s");
+    cJSON_ArrayForEach(c, configs)
+    {
+        int n = 0, ok = 1;
+        char *end;
+        const char *text = cJSON_GetObjectItemCaseSensitive(c, "s")->valuestring;
+        for (const char *p = text; *p && ok;) {
+            strtol(p, &end, 10);
+            ok = end != p;
+            n += ok;
+            for (p = end; *p == ' ' || *p == '\t'; p++)
+                ;
+        }
+        if (!ok || n != nparams)
+            tk_diag_add(diags, file, jint(c, "line"), jint(c, "col"), 0, "error", "tk-bad-autotune",
+                        "TK_AUTOTUNE of '%s': configuration \"%s\" is not %d integer%s (one per parameter of \"%s\")",
+                        kernel, text, nparams, nparams == 1 ? "" : "s", params);
+    }
+    const cJSON *kdef = tk_map_get(&lk->kernel_by_name, kernel);
+    const char *kfile = tk_map_get(&lk->kernel_file, kernel);
+    if (!kdef)
+        return; /* an undefined kernel is tk-undefined-kernel's finding */
+    const cJSON *p;
+    int found = 0;
+    tk_strbuf known = {0};
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(kdef, "params"))
+    {
+        const char *pn = cJSON_GetObjectItemCaseSensitive(p, "name")->valuestring;
+        found |= !strcmp(pn, key);
+        tk_strbuf_addf(&known, "%s%s", known.len ? ", " : "", pn);
+    }
+    if (!found)
+        tk_diag_add(diags, file, kline, kcol, 0, "error", "tk-bad-autotune",
+                    "TK_AUTOTUNE of '%s': key '%s' is not a parameter of the kernel (its parameters: %s)", kernel, key,
+                    known.buf ? known.buf : "none");
+    tk_strbuf_release(&known);
+    for (int i = 0; i < nparams && kfile; i++)
+        if (source_uses(kfile, names[i]) == 0) {
+            char *rel = tk_path_relative_to_cwd(kfile);
+            tk_diag_add(diags, file, pline, pcol + 1 + name_offset(params, names[i]), 0, "error", "tk-bad-autotune",
+                        "TK_AUTOTUNE of '%s': parameter '%s' is not used by the kernel's source %s, so every "
+                        "configuration compiles to the same kernel", kernel, names[i], rel ? rel : kfile);
+            free(rel);
+        }
+}
+
 int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, int lint)
 {
     *out = NULL;
@@ -836,6 +957,12 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
         cJSON_AddItemToArray(ops, resolve_op(&lk, &lk.fns[i], lint_diags));
         if (lint)
             check_op(&lk, &lk.fns[i], lint_diags);
+    }
+    for (size_t i = 0; lint && i < n; i++) {
+        const char *file = cJSON_GetObjectItemCaseSensitive(summaries[i], "path")->valuestring;
+        const cJSON *t;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(summaries[i], "tunes"))
+            check_tune(&lk, file, t, lint_diags);
     }
     cJSON *kernels = cJSON_AddArrayToObject(doc, "kernels");
     cJSON *diags = cJSON_AddArrayToObject(doc, "diagnostics");

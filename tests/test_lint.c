@@ -218,7 +218,8 @@ static void rules__table_lists_every_rule_with_its_default_severity_and_texts(vo
         {"tk-depth-limit", "warning"},      {"tk-undefined-kernel", "error"},
         {"tk-arg-mismatch", "error"},       {"tk-undeclared-mutation", "warning"},
         {"tk-duplicate-op", "error"},       {"tk-bad-op-name", "error"},
-        {"tk-bad-schema", "error"},         {"tk-parse-error", "error"},
+        {"tk-bad-schema", "error"},         {"tk-bad-autotune", "error"},
+        {"tk-parse-error", "error"},
     };
     assert_int_equal(tk_lint_nrules, sizeof(expected) / sizeof(expected[0]));
     for (size_t i = 0; i < tk_lint_nrules; i++) {
@@ -800,6 +801,7 @@ static const struct {
     const char *rule, *file, *needle;
 } k_defects[] = {
     {"tk-arg-mismatch", "defects/arg_mismatch.c", "return tk_wrap"},
+    {"tk-bad-autotune", "defects/bad_autotune.c", "TK_AUTOTUNE(tuned_k"},
     {"tk-bad-op-name", "defects/bad_op_name.c", "TK_OP("},
     {"tk-bad-schema", "defects/bad_schema.c", "TK_OP("},
     {"tk-depth-limit", "defects/depth.c", "static int depth_h5"},
@@ -811,6 +813,36 @@ static const struct {
     {"tk-unresolved-kernel", "defects/unresolved.c", "return tk_wrap"},
 };
 #define N_DEFECTS (sizeof(k_defects) / sizeof(k_defects[0]))
+
+/* tk-bad-autotune's other findings, each under the argument at fault. */
+static void e2e__autotune_declarations_are_checked_against_the_kernel(void **state) {
+    (void)state;
+    cJSON *doc = lint_run("autotune");
+    static const struct {
+        const char *file, *needle, *message;
+    } expect[] = {
+        {"autotune/cases.c", "\"BLOCK UNROLL\"",
+         "TK_AUTOTUNE of 'tuned_k': parameter 'UNROLL' is not used by the kernel's source autotune/tuned.cu, so every "
+         "configuration compiles to the same kernel"},
+        {"autotune/cases.c", "\"128\"",
+         "TK_AUTOTUNE of 'tuned_k': configuration \"128\" is not 2 integers (one per parameter of \"BLOCK UNROLL\")"},
+        {"autotune/empty.c", "TK_AUTOTUNE(",
+         "TK_AUTOTUNE of 'tuned_k' lists no configuration (expected one string of 1 integer per configuration)"},
+    };
+    assert_int_equal(cJSON_GetArraySize(diags_of(doc)), 3);
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        const cJSON *d, *hit = NULL;
+        cJSON_ArrayForEach(d, diags_of(doc)) if (!strcmp(str_of(d, "message"), expect[i].message)) hit = d;
+        if (!hit) {
+            print_diags(doc);
+            fail_msg("no finding '%s'", expect[i].message);
+        }
+        assert_string_equal(str_of(hit, "rule"), "tk-bad-autotune");
+        assert_string_equal(str_of(hit, "file"), expect[i].file);
+        assert_int_equal(int_of(hit, "line"), tk_line_of(expect[i].file, expect[i].needle));
+    }
+    cJSON_Delete(doc);
+}
 
 static void e2e__defects_yield_exactly_one_finding_per_rule(void **state) {
     (void)state;
@@ -1022,6 +1054,7 @@ int main(void) {
         TK_TEST(sarif__fingerprints_follow_line_text_not_line_numbers),
         TK_TEST(sarif__columns_count_utf16_units_and_uris_are_encoded),
         TK_TEST(e2e__defects_yield_exactly_one_finding_per_rule),
+        TK_TEST(e2e__autotune_declarations_are_checked_against_the_kernel),
         TK_TEST(e2e__defects_show_the_same_findings_in_all_three_formats),
         TK_TEST(e2e__checks_select_findings_on_defects),
         TK_TEST(e2e__clean_near_misses_yield_nothing_but_suppressed_findings),
