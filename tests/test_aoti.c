@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "pkgfile.h"
+#include <tk/runtime.h>
 #include "strbuf.h"
 #include "tk_test.h"
 #include "tk_test_proc.h"
@@ -388,6 +389,58 @@ static void compile__bad_usage_is_exit_2(void **state)
     assert_false(file_exists(pkg));
 }
 
+static void compile__autotune_compiles_every_configuration_or_records_the_default(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char pkg[640], plain[640], *err = NULL;
+    path_in(pkg, sizeof pkg, "tuned.tkpkg");
+    path_in(plain, sizeof plain, "untuned.tkpkg");
+    int gpu = tk_cuda_available() == 0;
+    tk_error_clear();
+    CLI(0, NULL, NULL, &err, "compile", g_two, "-o", pkg, "--no-cache", "--autotune");
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, pkg));
+    assert_int_equal(f->ntunes, 1);
+    const tk_pkg_tune *t = &f->tunes[0];
+    assert_string_equal(t->kernel, "b_kernel");
+    assert_string_equal(t->key, "n");
+    assert_int_equal(t->nparams, 1);
+    assert_string_equal(t->params[0], "BLOCK");
+    assert_int_equal(t->nconfigs, 3);
+    assert_int_equal(t->values[1][0], 128);
+    if (gpu) {
+        /* every configuration compiled and measured at n = 1, 2, 4, ..., 4096 */
+        assert_contains(err, "autotune: 1 kernel tuned");
+        assert_int_equal(t->nfatbins, 3);
+        assert_true(t->measured);
+        assert_int_equal(t->nrows, 13);
+        for (size_t r = 0; r < t->nrows; r++) {
+            assert_int_equal(t->rows[r].bucket, (int)r);
+            for (int c = 0; c < 3; c++)
+                assert_true(t->rows[r].times_us[c] > 0);
+            assert_true(t->rows[r].times_us[t->rows[r].winner] <= t->rows[r].times_us[0]);
+        }
+    } else {
+        /* no GPU: the default only, and the summary says so */
+        assert_contains(err, "autotune: nothing measured: no CUDA");
+        assert_contains(err, "the declared default configurations are recorded");
+        assert_int_equal(t->nfatbins, 1);
+        assert_false(t->measured);
+        assert_int_equal(t->nrows, 0);
+        for (int b = 0; b < TK_TUNE_BUCKETS; b++)
+            assert_int_equal(t->table[b], 0);
+    }
+    tk_pkgfile_free(f);
+    free(err);
+    /* without --autotune: the default configuration only, not measured */
+    CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", plain, "--no-cache");
+    tk_assert_ok(tk_pkgfile_read(&f, plain));
+    assert_int_equal(f->tunes[0].nfatbins, 1);
+    assert_false(f->tunes[0].measured);
+    tk_pkgfile_free(f);
+}
+
 /* ---- the reader on hostile packages --------------------------------------------------------- */
 
 typedef struct pkg_parts {
@@ -544,6 +597,43 @@ static void reader__refuses_hostile_packages(void **state)
     parts_free(&p);
 }
 
+static void reader__refuses_hostile_tuning_tables(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char pkg[640];
+    path_in(pkg, sizeof pkg, "tuning-good.tkpkg");
+    CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", pkg, "--no-cache");
+    pkg_parts p;
+    parts_load(&p, pkg);
+    cJSON *t = cJSON_GetArrayItem(cJSON_GetObjectItem(p.manifest, "tuning"), 0);
+    assert_non_null(t);
+    /* a table row whose winner was never compiled */
+    cJSON *row = cJSON_CreateObject();
+    cJSON_AddNumberToObject(row, "bucket", 3);
+    cJSON_AddNumberToObject(row, "key", 8);
+    cJSON_AddNumberToObject(row, "winner", 2);
+    cJSON *times = cJSON_AddArrayToObject(row, "times_us");
+    for (int i = 0; i < 3; i++)
+        cJSON_AddItemToArray(times, cJSON_CreateNumber(1));
+    cJSON_AddItemToArray(cJSON_GetObjectItem(t, "table"), row);
+    assert_refused(&p, NULL, "table row 0 of kernel 'b_kernel' is malformed");
+    cJSON_SetNumberValue(cJSON_GetObjectItem(row, "winner"), 0);
+    cJSON_SetNumberValue(cJSON_GetObjectItem(row, "bucket"), 64);
+    assert_refused(&p, NULL, "table row 0 of kernel 'b_kernel' is malformed");
+    cJSON_DeleteItemFromArray(cJSON_GetObjectItem(t, "table"), 0);
+    /* a fatbin that is not an entry, a variant under the wrong name, a configuration too short */
+    cJSON *fatbins = cJSON_GetObjectItem(t, "fatbins");
+    cJSON_AddItemToArray(fatbins, cJSON_CreateString("kernels/ghost@c1.fatbin"));
+    assert_refused(&p, NULL, "fatbin 1 of kernel 'b_kernel' is not an entry of the package");
+    cJSON_ReplaceItemInArray(fatbins, 1, cJSON_CreateString("program.json"));
+    assert_refused(&p, NULL, "fatbin 1 of kernel 'b_kernel' is 'program.json', expected a name ending in '@c1.fatbin'");
+    cJSON_DeleteItemFromArray(fatbins, 1);
+    cJSON_ReplaceItemInArray(cJSON_GetObjectItem(t, "configs"), 0, cJSON_CreateIntArray((const int[]){1, 2}, 2));
+    assert_refused(&p, NULL, "configuration 0 does not have 1 values");
+    parts_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -555,7 +645,9 @@ int main(void)
         cmocka_unit_test(compile__broken_kernel_reports_nvcc_message_and_leaves_nothing),
         cmocka_unit_test(compile__missing_nvcc_is_one_line),
         cmocka_unit_test(compile__bad_usage_is_exit_2),
+        cmocka_unit_test(compile__autotune_compiles_every_configuration_or_records_the_default),
         cmocka_unit_test(reader__refuses_hostile_packages),
+        cmocka_unit_test(reader__refuses_hostile_tuning_tables),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

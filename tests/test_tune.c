@@ -1,0 +1,137 @@
+/* Autotuning at run time (runtime/tune.c), on the CPU: TK_AUTOTUNE declarations registering
+ * themselves, tk_tune's default, a package's table selecting per power-of-two bucket, the
+ * tuner's forced configuration, the variant tk_wrap would launch, and malformed declarations. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "rt_internal.h"
+#include "tk_test.h"
+#include <tk/op.h>
+#include <tk/runtime.h>
+
+TK_KERNEL_DECL(tuned_k);
+TK_KERNEL_DECL(other_k);
+TK_KERNEL_DECL(undeclared_k);
+
+TK_AUTOTUNE(tuned_k, "n", "BLOCK ITEMS", "256 1", "128 4", "1024 2");
+
+static tk_ctx *g_ctx;
+
+static int setup(void **state)
+{
+    (void)state;
+    tk_device cpu = {TK_DEVICE_CPU, 0};
+    return tk_ctx_new(&g_ctx, cpu);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    tk_ctx_free(g_ctx);
+    return 0;
+}
+
+static void bucket__is_the_smallest_power_of_two_at_least_the_key(void **state)
+{
+    (void)state;
+    assert_int_equal(tk_tune_bucket(-5), 0);
+    assert_int_equal(tk_tune_bucket(0), 0);
+    assert_int_equal(tk_tune_bucket(1), 0);
+    assert_int_equal(tk_tune_bucket(2), 1);
+    assert_int_equal(tk_tune_bucket(3), 2);
+    assert_int_equal(tk_tune_bucket(1024), 10);
+    assert_int_equal(tk_tune_bucket(1025), 11);
+    assert_int_equal(tk_tune_bucket(INT64_C(1) << 40), 40);
+    assert_int_equal(tk_tune_bucket(INT64_MAX), TK_TUNE_BUCKETS - 1);
+}
+
+static void tune__default_without_a_table(void **state)
+{
+    (void)state;
+    const int *cfg = tk_tune(g_ctx, tuned_k, 5000);
+    assert_non_null(cfg);
+    assert_int_equal(cfg[0], 256);
+    assert_int_equal(cfg[1], 1);
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 0);
+    assert_int_equal(tk_tune_config_for(g_ctx, other_k), 0);
+}
+
+static void tune__table_selects_per_bucket_and_tk_wrap_follows(void **state)
+{
+    (void)state;
+    signed char table[TK_TUNE_BUCKETS] = {0};
+    for (int b = 10; b < TK_TUNE_BUCKETS; b++)
+        table[b] = b < 20 ? 1 : 2;
+    tk_assert_ok(tk_tune_set_table("tuned_k", table));
+    const int *cfg = tk_tune(g_ctx, tuned_k, 512); /* bucket 9 */
+    assert_int_equal(cfg[0], 256);
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 0);
+    cfg = tk_tune(g_ctx, tuned_k, 513); /* bucket 10 */
+    assert_int_equal(cfg[0], 128);
+    assert_int_equal(cfg[1], 4);
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 1);
+    assert_int_equal(tk_tune_config_for(g_ctx, other_k), 0); /* only the kernel tk_tune chose for */
+    cfg = tk_tune(g_ctx, tuned_k, INT64_C(1) << 30);
+    assert_int_equal(cfg[0], 1024);
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 2);
+    assert_int_equal(g_ctx->tune_key, INT64_C(1) << 30);
+
+    /* the tuner's forced configuration wins over the table */
+    g_ctx->tune_force_kernel = "tuned_k";
+    g_ctx->tune_force_config = 0;
+    cfg = tk_tune(g_ctx, tuned_k, INT64_C(1) << 30);
+    assert_int_equal(cfg[0], 256);
+    g_ctx->tune_force_kernel = NULL;
+
+    tk_tune_clear_table("tuned_k");
+    cfg = tk_tune(g_ctx, tuned_k, INT64_C(1) << 30);
+    assert_int_equal(cfg[0], 256);
+}
+
+static void tune__bad_tables_and_undeclared_kernels_are_refused(void **state)
+{
+    (void)state;
+    signed char table[TK_TUNE_BUCKETS] = {0};
+    table[7] = 3; /* tuned_k has 3 configurations */
+    tk_assert_fails(tk_tune_set_table("tuned_k", table), TK_EINVAL, "kernel 'tuned_k': bucket 7 selects configuration 3 of 3");
+    table[7] = 0;
+    tk_assert_fails(tk_tune_set_table("nope_k", table), TK_ENOTFOUND, "kernel 'nope_k' has a tuning table");
+    assert_null(tk_tune(g_ctx, undeclared_k, 1));
+    assert_non_null(strstr(tk_error_last(), "kernel 'undeclared_k' has no TK_AUTOTUNE declaration"));
+}
+
+static void tune__malformed_declarations_are_not_registered(void **state)
+{
+    (void)state;
+    static const char *const short_configs[] = {"256 1", "128"};
+    static const tk_tune_decl bad = {other_k, "n", "BLOCK ITEMS", 2, short_configs, "bad.c", 3};
+    static tk_tune_node node = {&bad, NULL};
+    tk_tune_register(&node); /* prints why on stderr */
+    assert_null(tk_tune(g_ctx, other_k, 1));
+    tk_tune_unregister(&node);
+
+    static const char *const good[] = {"64"};
+    static const tk_tune_decl ok = {other_k, "n", "BLOCK", 1, good, "ok.c", 4};
+    static tk_tune_node ok_node = {&ok, NULL};
+    tk_tune_register(&ok_node);
+    const int *cfg = tk_tune(g_ctx, other_k, 1);
+    assert_non_null(cfg);
+    assert_int_equal(cfg[0], 64);
+    tk_tune_unregister(&ok_node);
+    assert_null(tk_tune(g_ctx, other_k, 1));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bucket__is_the_smallest_power_of_two_at_least_the_key),
+        cmocka_unit_test(tune__default_without_a_table),
+        cmocka_unit_test(tune__table_selects_per_bucket_and_tk_wrap_follows),
+        cmocka_unit_test(tune__bad_tables_and_undeclared_kernels_are_refused),
+        cmocka_unit_test(tune__malformed_declarations_are_not_registered),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
