@@ -145,7 +145,7 @@ static int read_entries(reader *r, const cJSON *doc)
 {
     tk_pkgfile *f = r->f;
     const cJSON *arr;
-    size_t n;
+    size_t n = 0;
     int rc = get_array(r, doc, "entries", &arr, &n, TK_TKPKG_MAX_ENTRIES, "top level");
     if (rc)
         return rc;
@@ -185,7 +185,7 @@ static int read_kernels(reader *r, const cJSON *doc)
 {
     tk_pkgfile *f = r->f;
     const cJSON *arr, *k;
-    size_t n;
+    size_t n = 0;
     int rc = get_array(r, doc, "kernels", &arr, &n, 1u << 16, "top level");
     if (rc)
         return rc;
@@ -211,7 +211,7 @@ static int read_ops(reader *r, const cJSON *doc)
 {
     tk_pkgfile *f = r->f;
     const cJSON *arr, *o;
-    size_t n;
+    size_t n = 0;
     int rc = get_array(r, doc, "ops", &arr, &n, 1u << 16, "top level");
     if (rc)
         return rc;
@@ -229,7 +229,7 @@ static int read_ops(reader *r, const cJSON *doc)
             return bad(r, "manifest.json: op '%s': 'builtin' is missing or not true/false", x->name);
         x->builtin = cJSON_IsTrue(b);
         const cJSON *ks, *k;
-        size_t nk;
+        size_t nk = 0;
         if ((rc = get_array(r, o, "kernels", &ks, &nk, 1u << 16, where)))
             return rc;
         if (!(x->kernels = calloc(nk + 1, sizeof(char *))))
@@ -291,7 +291,7 @@ static int read_manifest(reader *r, const char *text, size_t len)
         (rc = get_str_or_null(r, comp, "cc", &f->cc, "compilers")))
         goto done;
     const cJSON *archs, *a;
-    size_t na;
+    size_t na = 0;
     if ((rc = get_array(r, doc, "architectures", &archs, &na, 64, "top level")))
         goto done;
     if (!(f->archs = calloc(na + 1, sizeof(char *)))) {
@@ -329,7 +329,7 @@ static int read_tune(reader *r, const cJSON *o, tk_pkg_tune *t, size_t index)
         (rc = get_str_or_null(r, o, "driver", &t->driver, where)))
         return rc;
     const cJSON *params, *configs, *fatbins, *table, *x;
-    size_t np, nc, nf, nt;
+    size_t np = 0, nc = 0, nf = 0, nt = 0;
     if ((rc = get_array(r, o, "params", &params, &np, TK_TUNE_MAX_PARAMS, where)) ||
         (rc = get_array(r, o, "configs", &configs, &nc, TK_TUNE_MAX_CONFIGS, where)) ||
         (rc = get_array(r, o, "fatbins", &fatbins, &nf, TK_TUNE_MAX_CONFIGS, where)) ||
@@ -418,7 +418,7 @@ static int read_tuning(reader *r, const cJSON *doc)
     const cJSON *arr = cJSON_GetObjectItemCaseSensitive(doc, "tuning"), *o;
     if (!arr)
         return 0;
-    size_t n;
+    size_t n = 0;
     int rc = get_array(r, doc, "tuning", &arr, &n, 1024, "top level");
     if (rc)
         return rc;
