@@ -7,7 +7,8 @@
 #include <string.h>
 
 #include "cli.h"
-#include "exporter.h"
+#include "progmodel.h"
+#include "tkprog.h"
 #include "fsutil.h"
 #include "options.h"
 #include "pkgfile.h"

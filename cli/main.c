@@ -11,10 +11,12 @@ typedef struct command {
 } command;
 
 static const command commands[] = {
+#ifdef TK_WITH_ANALYZER
     {"analyze", cmd_analyze, "map every op to the CUDA kernels it launches (libclang)"},
     {"lint", cmd_lint, "check ops for mistakes export would hit: compiler-style text, JSON or SARIF"},
     {"lsp", cmd_lsp, "language server for editors: lint findings as you type (LSP on stdio)"},
     {"export", cmd_export, "trace a model (TK_PROGRAM) into a .tkprog: program, weights, op sources"},
+#endif
     {"compile", cmd_compile, "compile a .tkprog's kernels and host code ahead of time into a .tkpkg"},
     {"inspect", cmd_inspect, "show a .tkprog or .tkpkg: inputs and ranges, nodes, ops, kernels, digests"},
 };
@@ -44,6 +46,13 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (!strcmp(argv[1], commands[i].name))
             return commands[i].fn(argc - 1, argv + 1);
+#ifndef TK_WITH_ANALYZER
+    if (!strcmp(argv[1], "analyze") || !strcmp(argv[1], "lint") || !strcmp(argv[1], "lsp") || !strcmp(argv[1], "export")) {
+        fprintf(stderr, "tkexport: '%s' needs the analyzer, and this tkexport was built without it "
+                        "(cmake -DTK_WITH_ANALYZER=ON, with libclang 19)\n", argv[1]);
+        return TK_EXIT_USAGE;
+    }
+#endif
     fprintf(stderr, "tkexport: unknown command '%s' (expected one of:", argv[1]);
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(stderr, "%s %s", i ? "," : "", commands[i].name);

@@ -36,6 +36,7 @@ int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int ma
     return 0;
 }
 
+#ifdef TK_WITH_ANALYZER
 int tk_cli_analyzer_option(const char *cmd, int c, const char *arg, tk_analyze_options *opts, const char **extra)
 {
     switch (c) {
@@ -48,3 +49,4 @@ int tk_cli_analyzer_option(const char *cmd, int c, const char *arg, tk_analyze_o
     default: return 0;
     }
 }
+#endif

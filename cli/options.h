@@ -8,7 +8,9 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#ifdef TK_WITH_ANALYZER
 #include "analyzer.h"
+#endif
 
 typedef struct tk_cli_option {
     struct option opt;
@@ -16,6 +18,16 @@ typedef struct tk_cli_option {
     const char *help;
 } tk_cli_option;
 
+/* Fills longopts (n + 1 entries; the last is zeroed) from the table. */
+void tk_cli_longopts(struct option *longopts, const tk_cli_option *opts, size_t n);
+
+/* The table as two aligned columns; letters in `shorts` also get their "-x, " form. */
+void tk_cli_print_options(FILE *f, const tk_cli_option *opts, size_t n, const char *shorts);
+
+/* A whole number from 0 to max into *out, or a one-line error "tkexport CMD: ..." on stderr and -1. */
+int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int max, int *out);
+
+#ifdef TK_WITH_ANALYZER
 /* -p, --max-depth, --extra-arg, -j, --cache-dir, --no-cache: spliced into a command's table and
  * applied by tk_cli_analyzer_option. */
 #define TK_CLI_ANALYZER_OPTIONS                                                                       \
@@ -27,18 +39,11 @@ typedef struct tk_cli_option {
     {{"cache-dir", required_argument, NULL, 'c'}, "DIR", "summary cache folder (default $XDG_CACHE_HOME/tkexport)"}, \
     {{"no-cache", no_argument, NULL, 'n'}, NULL, "neither read nor write the summary cache"}
 
-/* Fills longopts (n + 1 entries; the last is zeroed) from the table. */
-void tk_cli_longopts(struct option *longopts, const tk_cli_option *opts, size_t n);
-
-/* The table as two aligned columns; letters in `shorts` also get their "-x, " form. */
-void tk_cli_print_options(FILE *f, const tk_cli_option *opts, size_t n, const char *shorts);
-
-/* A whole number from 0 to max into *out, or a one-line error "tkexport CMD: ..." on stderr and -1. */
-int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int max, int *out);
-
 /* Applies option c (with its argument) when it is one of TK_CLI_ANALYZER_OPTIONS: 1 done, 0 not
  * one of them, -1 a bad value (the error is printed). --extra-arg values go to extra[], which has
  * room for every argument of the command line. */
 int tk_cli_analyzer_option(const char *cmd, int c, const char *arg, tk_analyze_options *opts, const char **extra);
+
+#endif
 
 #endif

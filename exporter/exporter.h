@@ -48,12 +48,4 @@ int tk_export_closure(tk_program_model *m, const tk_analyze_options *opts, const
 int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, size_t n, int progress);
 void tk_export_compile_cleanup(char *so_path, char *tmpdir);
 
-/* --- render.c: tkexport inspect -------------------------------------------------------------- */
-
-/* For people: inputs with their symbols' ranges, parameters, nodes with shapes, outputs, guards,
- * notes, ops with their kernels, sources. Returns 0 or TK_EIO. */
-int tk_program_model_write_text(const tk_program_model *m, FILE *f);
-/* A Graphviz digraph: values as ellipses, nodes as boxes. */
-int tk_program_model_write_dot(const tk_program_model *m, FILE *f);
-
 #endif

@@ -5,6 +5,7 @@
 #define TK_PROGMODEL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <tk/runtime.h>
 
@@ -134,5 +135,13 @@ int tk_program_json_write(char **out, const tk_program_model *m);
  * file in messages ("'mlp.tkprog'"). Checks the format and version and every field; TK_EINVAL
  * with a one-line message for anything malformed. */
 int tk_program_json_read(tk_program_model **out, const char *text, size_t len, const char *origin);
+
+/* --- render.c: tkexport inspect -------------------------------------------------------------- */
+
+/* For people: inputs with their symbols' ranges, parameters, nodes with shapes, outputs, guards,
+ * notes, ops with their kernels, sources. Returns 0 or TK_EIO. */
+int tk_program_model_write_text(const tk_program_model *m, FILE *f);
+/* A Graphviz digraph: values as ellipses, nodes as boxes. */
+int tk_program_model_write_dot(const tk_program_model *m, FILE *f);
 
 #endif

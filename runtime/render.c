@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exporter.h"
+#include "progmodel.h"
 #include "strbuf.h"
 
 /* The value's name for people: an input's or a parameter's name, else %id. */
