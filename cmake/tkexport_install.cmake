@@ -25,7 +25,8 @@ if(TK_SANITIZE)
 endif()
 
 target_include_directories(tkrt PUBLIC $<INSTALL_INTERFACE:include>)
-set_target_properties(tkexport PROPERTIES INSTALL_RPATH "$ORIGIN/../lib")
+# libtkrt beside it; libclang wherever the build found it, when that is outside the system's paths
+set_target_properties(tkexport PROPERTIES INSTALL_RPATH "$ORIGIN/../lib" INSTALL_RPATH_USE_LINK_PATH ON)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tk DESTINATION include FILES_MATCHING PATTERN "*.h")
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tk DESTINATION share/tkexport/include
