@@ -95,6 +95,12 @@ static void load(void)
     SYM(LaunchKernel, "cuLaunchKernel", 1)
     SYM(FuncGetParamInfo, "cuFuncGetParamInfo", 0) /* CUDA 12.4 drivers and newer */
     SYM(FuncGetParamCount, "cuFuncGetParamCount", 0)
+    SYM(StreamBeginCapture, "cuStreamBeginCapture_v2", 0)
+    SYM(StreamEndCapture, "cuStreamEndCapture", 0)
+    SYM(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 0)
+    SYM(GraphLaunch, "cuGraphLaunch", 0)
+    SYM(GraphExecDestroy, "cuGraphExecDestroy", 0)
+    SYM(GraphDestroy, "cuGraphDestroy", 0)
 #undef SYM
 
     TK_CU_CHECK(cuInit(0));
@@ -355,6 +361,114 @@ done:
     return rc;
 }
 
+/* --- CUDA graphs and events, for runtime/exec.c ------------------------------------------- */
+
+int tk_cuda_graphs_available(void)
+{
+    return tk_cu_load() == 0 && tk_cu.StreamBeginCapture && tk_cu.StreamEndCapture &&
+           tk_cu.GraphInstantiateWithFlags && tk_cu.GraphLaunch && tk_cu.GraphExecDestroy && tk_cu.GraphDestroy;
+}
+
+int tk_cuda_capture_begin(tk_ctx *ctx)
+{
+    tk_cu_device *d;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    if (!tk_cuda_graphs_available())
+        return tk_error_set(TK_EUNSUPPORTED, "the CUDA driver has no stream capture (cuStreamBeginCapture_v2)");
+    /* thread-local: sessions on other threads may allocate while this one captures */
+    TK_CU_CHECK(cuStreamBeginCapture(ctx->cuda->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+done:
+    return rc;
+}
+
+int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
+{
+    tk_cu_device *d;
+    CUgraph graph = NULL;
+    CUgraphExec ge = NULL;
+    *exec = NULL;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    /* always ends the capture, even when the work captured went wrong: the stream is usable again */
+    TK_CU_CHECK(cuStreamEndCapture(ctx->cuda->stream, &graph));
+    if (!keep)
+        goto done;
+    TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
+    *exec = (void *)ge;
+done:
+    if (graph)
+        cuGraphDestroy(graph);
+    return rc;
+}
+
+int tk_cuda_graph_launch(tk_ctx *ctx, void *exec)
+{
+    tk_cu_device *d;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuGraphLaunch((CUgraphExec)exec, ctx->cuda->stream));
+done:
+    return rc;
+}
+
+void tk_cuda_graph_free(tk_ctx *ctx, void *exec)
+{
+    tk_cu_device *d;
+    if (exec && tk_cu_enter(ctx, &d) == 0)
+        cuGraphExecDestroy((CUgraphExec)exec);
+}
+
+int tk_cuda_event_new(tk_ctx *ctx, void **ev)
+{
+    tk_cu_device *d;
+    CUevent e = NULL;
+    *ev = NULL;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuEventCreate(&e, CU_EVENT_DEFAULT));
+    *ev = (void *)e;
+done:
+    return rc;
+}
+
+void tk_cuda_event_free(tk_ctx *ctx, void *ev)
+{
+    tk_cu_device *d;
+    if (ev && tk_cu_enter(ctx, &d) == 0)
+        cuEventDestroy((CUevent)ev);
+}
+
+int tk_cuda_event_record(tk_ctx *ctx, void *ev)
+{
+    tk_cu_device *d;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuEventRecord((CUevent)ev, ctx->cuda->stream));
+done:
+    return rc;
+}
+
+int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us)
+{
+    tk_cu_device *d;
+    float ms = 0;
+    *us = 0;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc)
+        return rc;
+    TK_CU_CHECK(cuEventSynchronize((CUevent)end));
+    TK_CU_CHECK(cuEventElapsedTime_v2(&ms, (CUevent)start, (CUevent)end));
+    *us = 1000.0 * ms;
+done:
+    return rc;
+}
+
 #else /* built without the CUDA headers: every GPU request fails as on a machine without a driver */
 #include "rt_internal.h"
 
@@ -391,6 +505,19 @@ int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warm
 int tk_cuda_compute_capability(int ordinal, int *major, int *minor)
 {
     (void)ordinal, *major = *minor = 0;
+    return no_cuda();
+}
+int tk_cuda_graphs_available(void) { return 0; }
+int tk_cuda_capture_begin(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
+int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec) { (void)ctx, (void)keep, *exec = NULL; return no_cuda(); }
+int tk_cuda_graph_launch(tk_ctx *ctx, void *exec) { (void)ctx, (void)exec; return no_cuda(); }
+void tk_cuda_graph_free(tk_ctx *ctx, void *exec) { (void)ctx, (void)exec; }
+int tk_cuda_event_new(tk_ctx *ctx, void **ev) { (void)ctx, *ev = NULL; return no_cuda(); }
+void tk_cuda_event_free(tk_ctx *ctx, void *ev) { (void)ctx, (void)ev; }
+int tk_cuda_event_record(tk_ctx *ctx, void *ev) { (void)ctx, (void)ev; return no_cuda(); }
+int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us)
+{
+    (void)ctx, (void)start, (void)end, *us = 0;
     return no_cuda();
 }
 #endif

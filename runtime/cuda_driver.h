@@ -49,6 +49,14 @@ typedef struct tk_cu_api {
     /* newer drivers only, not declared by CUDA 13.0's cuda.h: the parameter count without
        probing past the last parameter (which sanitizers report as an API error) */
     CUresult (*FuncGetParamCount)(CUfunction func, size_t *count);
+    /* CUDA graphs (runtime/exec.c's replay); NULL when the driver lacks one, and then sessions
+       run eagerly */
+    PFN_cuStreamBeginCapture_v10010 StreamBeginCapture;
+    PFN_cuStreamEndCapture_v10000 StreamEndCapture;
+    PFN_cuGraphInstantiateWithFlags_v11040 GraphInstantiateWithFlags;
+    PFN_cuGraphLaunch_v10000 GraphLaunch;
+    PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
+    PFN_cuGraphDestroy_v10000 GraphDestroy;
 } tk_cu_api;
 
 /* Filled by tk_cu_load; read-only afterwards. */
@@ -85,6 +93,12 @@ extern tk_cu_api tk_cu;
 #define cuEventSynchronize tk_cu.EventSynchronize
 #define cuEventElapsedTime_v2 tk_cu.EventElapsedTime
 #define cuEventDestroy_v2 tk_cu.EventDestroy
+#define cuStreamBeginCapture_v2 tk_cu.StreamBeginCapture
+#define cuStreamEndCapture tk_cu.StreamEndCapture
+#define cuGraphInstantiateWithFlags tk_cu.GraphInstantiateWithFlags
+#define cuGraphLaunch tk_cu.GraphLaunch
+#define cuGraphExecDestroy tk_cu.GraphExecDestroy
+#define cuGraphDestroy tk_cu.GraphDestroy
 
 /* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
  * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */

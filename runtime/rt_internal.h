@@ -112,6 +112,19 @@ int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warm
 /* Looks kernel->name up in the registered fatbins (modules loaded on first use per device),
  * checks args against the kernel's parameters and launches on ctx's stream. */
 int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args);
+/* CUDA graphs (runtime/exec.c): 1 when the driver has stream capture. Capture on ctx's stream
+ * in thread-local mode; capture_end always ends it and, with keep, instantiates what was
+ * captured (*exec, for graph_launch and graph_free). */
+int tk_cuda_graphs_available(void);
+int tk_cuda_capture_begin(tk_ctx *ctx);
+int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec);
+int tk_cuda_graph_launch(tk_ctx *ctx, void *exec);
+void tk_cuda_graph_free(tk_ctx *ctx, void *exec);
+/* Device events for per-node profiles: recorded on ctx's stream; elapsed_us waits for end. */
+int tk_cuda_event_new(tk_ctx *ctx, void **ev);
+void tk_cuda_event_free(tk_ctx *ctx, void *ev);
+int tk_cuda_event_record(tk_ctx *ctx, void *ev);
+int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us);
 
 /* --- autotuning (runtime/tune.c) --------------------------------------------------------- */
 

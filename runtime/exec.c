@@ -1,0 +1,1036 @@
+/* The executor: program models prepared for running, weights uploaded once per device, and
+ * sessions (tk_session_*) that check inputs, plan intermediates per input-shape signature in one
+ * allocation, run each node through the op registry and, on a GPU, replay CUDA graphs. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "exec.h"
+#include "rt_internal.h"
+#include "safetensors.h"
+#include "strbuf.h"
+#include "sym.h"
+
+/* Intermediates start at multiples of this (what cuMemAlloc and vector loads want). */
+#define ARENA_ALIGN 256
+/* Plans kept per session; the least recently used one goes beyond this. */
+#define MAX_PLANS 32
+/* Node inputs and outputs, more than any schema holds (dispatch stops at its own limit). */
+#define MAX_NODE_IO 64
+
+enum { V_INPUT, V_PARAM, V_NODE };
+
+/* A value of the program: where it comes from, its dims as parsed expressions, its lifetime in
+ * node indices (inputs start at -1), and the first program output that returns it. */
+typedef struct xvalue {
+    const tk_pm_value *pm;
+    int kind, index;
+    tk_sym dims[TK_MAX_DIMS];
+    int sym[TK_MAX_DIMS]; /* the symbol's index when the dim is a bare symbol, else -1 */
+    int first, last;
+    int output;           /* the program output it is (first occurrence), or -1 */
+} xvalue;
+
+typedef struct xnode {
+    const tk_pm_node *pm;
+    int in[MAX_NODE_IO];  /* value indices, -1 for an optional input left out */
+    int out[MAX_NODE_IO];
+} xnode;
+
+/* A guard of program.json: lhs == rhs, or lo <= lhs <= hi. */
+typedef struct xguard {
+    const char *text;
+    int range;
+    tk_sym lhs, rhs;
+    int64_t lo, hi;
+} xguard;
+
+/* The parameters uploaded to one device, shared by the sessions there. */
+typedef struct devweights {
+    tk_device dev;
+    tk_ctx *ctx; /* owns the device memory */
+    tk_tensor **params;
+    struct devweights *next;
+} devweights;
+
+struct tk_exec_program {
+    const tk_program_model *m;
+    char *origin;
+    tk_ctx *symctx; /* a CPU context owning the parsed expressions; read-only after new */
+    int nsyms;
+    const char **symnames;
+    size_t nvalues;
+    xvalue *values;
+    xnode *nodes;
+    int *outputs; /* per program output: its value */
+    size_t nguards;
+    xguard *guards;
+    tk_safetensors *st;
+    const tk_safetensors_entry **pentries;
+    pthread_mutex_t lock; /* guards weights */
+    devweights *weights;
+};
+
+/* --- preparing a program -------------------------------------------------------------------- */
+
+static int find_value(const tk_exec_program *p, int id)
+{
+    for (size_t i = 0; i < p->nvalues; i++)
+        if (p->values[i].pm->id == id)
+            return (int)i;
+    return -1;
+}
+
+static int parse_dims(tk_exec_program *p, xvalue *v, const tk_sym *vars)
+{
+    for (int d = 0; d < v->pm->rank; d++) {
+        const tk_pm_dim *pd = &v->pm->dims[d];
+        v->sym[d] = -1;
+        if (!pd->expr) {
+            v->dims[d] = TK_SYM(pd->value);
+            continue;
+        }
+        if (tk_sym_parse(p->symctx, pd->expr, p->symnames, vars, p->nsyms, &v->dims[d]))
+            return tk_error_set(TK_EINVAL, "%s: value %d dim %d '%s': %s", p->origin, v->pm->id, d, pd->expr,
+                                tk_error_last());
+        const char *name;
+        if (tk_sym_as_var(v->dims[d], &name, NULL, NULL))
+            for (int k = 0; k < p->nsyms; k++)
+                if (!strcmp(p->symnames[k], name))
+                    v->sym[d] = k;
+    }
+    return 0;
+}
+
+static int add_values(tk_exec_program *p, const tk_pm_value *vals, size_t n, int kind, int node)
+{
+    for (size_t i = 0; i < n; i++) {
+        xvalue *v = &p->values[p->nvalues++];
+        v->pm = &vals[i];
+        v->kind = kind;
+        v->index = kind == V_NODE ? node : (int)i;
+        v->first = v->last = kind == V_NODE ? node : -1;
+        v->output = -1;
+    }
+    return 0;
+}
+
+/* "lhs == rhs" or "lo <= expr <= hi", as the exporter writes them. */
+static int parse_guard(tk_exec_program *p, xguard *g, const char *text, const tk_sym *vars)
+{
+    const char *eq = strstr(text, " == "), *le1 = strstr(text, " <= ");
+    char *buf = strdup(text);
+    int rc = 0;
+    if (!buf)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    g->text = text;
+    if (eq) {
+        buf[eq - text] = '\0';
+        if (tk_sym_parse(p->symctx, buf, p->symnames, vars, p->nsyms, &g->lhs) ||
+            tk_sym_parse(p->symctx, buf + (eq - text) + 4, p->symnames, vars, p->nsyms, &g->rhs))
+            rc = tk_error_set(TK_EINVAL, "%s: guard '%s' cannot be read: %s", p->origin, text, tk_error_last());
+    } else if (le1 && strstr(le1 + 4, " <= ")) {
+        const char *le2 = strstr(le1 + 4, " <= ");
+        char *end;
+        g->range = 1;
+        buf[le2 - text] = '\0';
+        g->lo = strtoll(text, &end, 10);
+        g->hi = strtoll(le2 + 4, NULL, 10);
+        if (end != le1 || tk_sym_parse(p->symctx, buf + (le1 - text) + 4, p->symnames, vars, p->nsyms, &g->lhs))
+            rc = tk_error_set(TK_EINVAL, "%s: guard '%s' cannot be read", p->origin, text);
+    } else {
+        rc = tk_error_set(TK_EINVAL, "%s: guard '%s' is neither 'a == b' nor 'lo <= e <= hi'", p->origin, text);
+    }
+    free(buf);
+    return rc;
+}
+
+/* Each node's inputs are earlier values; lifetimes end at the last node reading a value. */
+static int link_nodes(tk_exec_program *p)
+{
+    const tk_program_model *m = p->m;
+    for (size_t n = 0; n < m->nnodes; n++) {
+        const tk_pm_node *pn = &m->nodes[n];
+        xnode *x = &p->nodes[n];
+        x->pm = pn;
+        if (pn->nin > MAX_NODE_IO || pn->nout > MAX_NODE_IO)
+            return tk_error_set(TK_EINVAL, "%s: node %zu (op '%s') has more than %d inputs or outputs", p->origin, n,
+                                pn->op, MAX_NODE_IO);
+        for (int i = 0; i < pn->nin; i++) {
+            x->in[i] = pn->inputs[i] < 0 ? -1 : find_value(p, pn->inputs[i]);
+            if (pn->inputs[i] >= 0 && (x->in[i] < 0 || p->values[x->in[i]].first >= (int)n))
+                return tk_error_set(TK_EINVAL, "%s: node %zu (op '%s') reads value %d before it is made", p->origin,
+                                    n, pn->op, pn->inputs[i]);
+            if (x->in[i] >= 0 && p->values[x->in[i]].last < (int)n)
+                p->values[x->in[i]].last = (int)n;
+        }
+        for (int o = 0; o < pn->nout; o++)
+            x->out[o] = find_value(p, pn->outputs[o].id);
+    }
+    for (size_t i = 0; i < m->noutputs; i++) {
+        int v = find_value(p, m->outputs[i].id);
+        if (v < 0)
+            return tk_error_set(TK_EINVAL, "%s: output %zu is value %d, which the program does not make", p->origin,
+                                i, m->outputs[i].id);
+        p->outputs[i] = v;
+        if (p->values[v].output < 0)
+            p->values[v].output = (int)i;
+    }
+    return 0;
+}
+
+/* "f32 [64, 128]", for messages. */
+static const char *shape_text(char *buf, size_t n, tk_dtype dtype, int rank, const int64_t *shape)
+{
+    size_t len = (size_t)snprintf(buf, n, "%s [", tk_dtype_name(dtype));
+    for (int i = 0; i < rank && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < n)
+        snprintf(buf + len, n - len, "]");
+    return buf;
+}
+
+/* Every parameter is in the weights with the dtype and shape the program declares. */
+static int check_params(tk_exec_program *p)
+{
+    const tk_program_model *m = p->m;
+    char a[160], b[160];
+    for (size_t i = 0; i < m->nparams; i++) {
+        const tk_pm_value *pv = &m->params[i];
+        const tk_safetensors_entry *e = tk_safetensors_find(p->st, pv->name);
+        if (!e)
+            return tk_error_set(TK_EINVAL, "%s: parameter '%s' is not in weights.safetensors", p->origin, pv->name);
+        int64_t shape[TK_MAX_DIMS];
+        int same = e->supported && e->tk_dtype == pv->dtype && e->rank == pv->rank;
+        for (int d = 0; d < pv->rank; d++) {
+            shape[d] = pv->dims[d].value;
+            same = same && !pv->dims[d].expr && d < e->rank && e->shape[d] == shape[d];
+        }
+        if (!same)
+            return tk_error_set(TK_EINVAL, "%s: parameter '%s' is %s in weights.safetensors, the program declares %s",
+                                p->origin, pv->name,
+                                e->supported ? shape_text(a, sizeof a, e->tk_dtype, e->rank, e->shape) : e->dtype,
+                                shape_text(b, sizeof b, pv->dtype, pv->rank, shape));
+        p->pentries[i] = e;
+    }
+    return 0;
+}
+
+static int prepare(tk_exec_program *p, const void *weights, size_t len)
+{
+    const tk_program_model *m = p->m;
+    tk_sym vars[64];
+    size_t nvals = m->ninputs + m->nparams;
+    char stname[1200];
+    int rc;
+    if (m->nsymbols > 64)
+        return tk_error_set(TK_EUNSUPPORTED, "%s: %zu symbols, at most 64", p->origin, m->nsymbols);
+    for (size_t n = 0; n < m->nnodes; n++)
+        nvals += (size_t)m->nodes[n].nout;
+    p->nsyms = (int)m->nsymbols;
+    p->symnames = calloc(m->nsymbols + 1, sizeof(char *));
+    p->values = calloc(nvals + 1, sizeof(xvalue));
+    p->nodes = calloc(m->nnodes + 1, sizeof(xnode));
+    p->outputs = calloc(m->noutputs + 1, sizeof(int));
+    p->guards = calloc(m->nguards + 1, sizeof(xguard));
+    p->pentries = calloc(m->nparams + 1, sizeof(*p->pentries));
+    if (!p->symnames || !p->values || !p->nodes || !p->outputs || !p->guards || !p->pentries)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    if ((rc = tk_ctx_new(&p->symctx, (tk_device){TK_DEVICE_CPU, 0})))
+        return rc;
+    for (int i = 0; i < p->nsyms; i++) {
+        p->symnames[i] = m->symbols[i].name;
+        vars[i] = tk_sym_var(p->symctx, m->symbols[i].name, m->symbols[i].min, m->symbols[i].max);
+        if (!vars[i].expr)
+            return tk_error_set(TK_EINVAL, "%s: symbol '%s': %s", p->origin, m->symbols[i].name, tk_error_last());
+    }
+    add_values(p, m->inputs, m->ninputs, V_INPUT, -1);
+    add_values(p, m->params, m->nparams, V_PARAM, -1);
+    for (size_t n = 0; n < m->nnodes; n++)
+        add_values(p, m->nodes[n].outputs, (size_t)m->nodes[n].nout, V_NODE, (int)n);
+    for (size_t i = 0; i < p->nvalues; i++)
+        if ((rc = parse_dims(p, &p->values[i], vars)))
+            return rc;
+    for (size_t i = 0; i < m->nguards; i++, p->nguards++)
+        if ((rc = parse_guard(p, &p->guards[i], m->guards[i], vars)))
+            return rc;
+    if ((rc = link_nodes(p)))
+        return rc;
+    snprintf(stname, sizeof stname, "%s:weights.safetensors", p->origin);
+    if (m->nparams && !weights)
+        return tk_error_set(TK_EINVAL, "%s: the program has parameters but no weights", p->origin);
+    if (weights && (rc = tk_safetensors_parse(&p->st, weights, len, stname)))
+        return rc;
+    return check_params(p);
+}
+
+int tk_exec_program_new(tk_exec_program **out, const tk_program_model *m, const void *weights, size_t len,
+                        const char *origin)
+{
+    *out = NULL;
+    if (!m)
+        return tk_error_set(TK_EINVAL, "tk_exec_program_new: no program");
+    tk_exec_program *p = calloc(1, sizeof(*p));
+    if (!p)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    pthread_mutex_init(&p->lock, NULL);
+    p->m = m;
+    p->origin = strdup(origin ? origin : m->name);
+    int rc = p->origin ? prepare(p, weights, len) : tk_error_set(TK_ENOMEM, "out of memory");
+    if (rc) {
+        tk_exec_program_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+static void devweights_free(devweights *w, size_t nparams)
+{
+    if (!w)
+        return;
+    for (size_t i = 0; w->params && i < nparams; i++)
+        tk_tensor_free(w->params[i]);
+    free(w->params);
+    tk_ctx_free(w->ctx);
+    free(w);
+}
+
+void tk_exec_program_free(tk_exec_program *p)
+{
+    if (!p)
+        return;
+    while (p->weights) {
+        devweights *w = p->weights;
+        p->weights = w->next;
+        devweights_free(w, p->m->nparams);
+    }
+    tk_safetensors_free(p->st);
+    tk_ctx_free(p->symctx);
+    free(p->symnames);
+    free(p->values);
+    free(p->nodes);
+    free(p->outputs);
+    free(p->guards);
+    free(p->pentries);
+    free(p->origin);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+/* The parameters on dev, uploaded by the first session there. */
+static int weights_on(tk_exec_program *p, tk_device dev, tk_tensor ***out)
+{
+    int rc = 0;
+    devweights *w = NULL;
+    pthread_mutex_lock(&p->lock);
+    for (devweights *x = p->weights; x; x = x->next) {
+        if (x->dev.kind == dev.kind && x->dev.index == dev.index) {
+            *out = x->params;
+            goto done;
+        }
+    }
+    if (!(w = calloc(1, sizeof(*w))) || !(w->params = calloc(p->m->nparams + 1, sizeof(tk_tensor *)))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    w->dev = dev;
+    if ((rc = tk_ctx_new(&w->ctx, dev)))
+        goto done;
+    for (size_t i = 0; i < p->m->nparams; i++)
+        if ((rc = tk_safetensors_load(&w->params[i], w->ctx, dev, p->st, p->pentries[i])))
+            goto done;
+    w->next = p->weights;
+    p->weights = w;
+    *out = w->params;
+    w = NULL;
+done:
+    devweights_free(w, p->m->nparams);
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+/* --- sessions ----------------------------------------------------------------------------------- */
+
+enum { GRAPH_NONE, GRAPH_READY, GRAPH_NEVER };
+
+/* The intermediates of one input-shape signature: every value's shape, and where the values
+ * kept in the arena start. */
+typedef struct plan {
+    int64_t key[64];       /* the symbols' values */
+    int64_t *shapes;       /* nvalues * TK_MAX_DIMS */
+    size_t *offset;        /* SIZE_MAX: not in the arena */
+    size_t *size;          /* bytes of each value */
+    size_t total;
+    size_t runs;
+    int graph_state;
+    void *graph;           /* CUgraphExec */
+    unsigned graph_arena;  /* the arena generation the graph's pointers belong to */
+    struct plan *next;
+} plan;
+
+struct tk_session {
+    tk_exec_program *p;
+    tk_ctx *ctx;
+    tk_tensor **params;
+    int staged;     /* GPU: inputs and outputs go through the arena, so graphs bake only its pointers */
+    int graphs;
+    int profiling;
+    void *arena;
+    size_t arena_size, arena_grows;
+    unsigned arena_gen;
+    plan *plans;    /* most recently used first */
+    size_t nplans;
+    tk_node_profile *profile;
+    size_t nprofile;
+    void **events;  /* 2 per node, made at the first profiled GPU run */
+    tk_exec_mode last_mode;
+};
+
+int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
+{
+    *out = NULL;
+    if (!p)
+        return tk_error_set(TK_EINVAL, "tk_session_new: no program");
+    tk_session *s = calloc(1, sizeof(*s));
+    if (!s)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    s->p = p;
+    int rc = tk_ctx_new(&s->ctx, dev);
+    if (!rc)
+        rc = weights_on(p, s->ctx->device, &s->params);
+    if (rc) {
+        tk_session_free(s);
+        return rc;
+    }
+    s->staged = s->ctx->device.kind == TK_DEVICE_CUDA;
+    s->graphs = s->staged && tk_cuda_graphs_available();
+    *out = s;
+    return 0;
+}
+
+static void plan_free(tk_session *s, plan *pl)
+{
+    if (!pl)
+        return;
+    tk_cuda_graph_free(s->ctx, pl->graph);
+    free(pl->shapes);
+    free(pl->offset);
+    free(pl->size);
+    free(pl);
+}
+
+static void arena_free(tk_session *s)
+{
+    if (!s->arena)
+        return;
+    if (s->ctx->device.kind == TK_DEVICE_CUDA)
+        tk_cuda_free(s->ctx, s->arena);
+    else
+        free(s->arena);
+    s->arena = NULL;
+    s->arena_size = 0;
+}
+
+static void events_free(tk_session *s)
+{
+    for (size_t i = 0; s->events && i < 2 * s->p->m->nnodes; i++)
+        tk_cuda_event_free(s->ctx, s->events[i]);
+    free(s->events);
+    s->events = NULL;
+}
+
+void tk_session_free(tk_session *s)
+{
+    if (!s)
+        return;
+    if (s->ctx) {
+        /* graphs and buffers may still be in use by queued work */
+        if (s->ctx->device.kind == TK_DEVICE_CUDA)
+            tk_cuda_sync(s->ctx);
+        while (s->plans) {
+            plan *pl = s->plans;
+            s->plans = pl->next;
+            plan_free(s, pl);
+        }
+        events_free(s);
+        arena_free(s);
+    }
+    free(s->profile);
+    tk_ctx_free(s->ctx);
+    free(s);
+}
+
+tk_ctx *tk_session_ctx(tk_session *s)
+{
+    return s ? s->ctx : NULL;
+}
+
+int tk_session_set_profiling(tk_session *s, int on)
+{
+    if (!s)
+        return tk_error_set(TK_EINVAL, "tk_session_set_profiling: no session");
+    s->profiling = on != 0;
+    return 0;
+}
+
+size_t tk_session_profile(const tk_session *s, const tk_node_profile **nodes)
+{
+    if (nodes)
+        *nodes = s ? s->profile : NULL;
+    return s ? s->nprofile : 0;
+}
+
+void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (!s)
+        return;
+    st->plans = s->nplans;
+    st->arena_bytes = s->arena_size;
+    st->arena_grows = s->arena_grows;
+    st->last_mode = s->last_mode;
+}
+
+void tk_exec_session_set_graphs(tk_session *s, int on)
+{
+    if (s)
+        s->graphs = on && s->staged && tk_cuda_graphs_available();
+}
+
+/* --- input checks --------------------------------------------------------------------------- */
+
+typedef struct binding {
+    int64_t val[64];
+    int bound[64];
+    int from_in[64], from_dim[64]; /* where a symbol got its value, for messages */
+} binding;
+
+static int same_dev(tk_device a, tk_device b)
+{
+    return a.kind == b.kind && (a.kind == TK_DEVICE_CPU || a.index == b.index);
+}
+
+/* Count, presence, device, dtype and rank of each input. */
+static int check_input_kinds(const tk_session *s, tk_tensor *const *in, size_t nin)
+{
+    const tk_program_model *m = s->p->m;
+    char d1[32], d2[32];
+    if (nin != m->ninputs)
+        return tk_error_set(TK_EINVAL, "program '%s' takes %zu input%s, got %zu", m->name, m->ninputs,
+                            m->ninputs == 1 ? "" : "s", nin);
+    if (nin && !in)
+        return tk_error_set(TK_EINVAL, "program '%s': no inputs given", m->name);
+    for (size_t i = 0; i < nin; i++) {
+        const tk_pm_value *v = &m->inputs[i];
+        const tk_tensor *t = in[i];
+        if (!t)
+            return tk_error_set(TK_EINVAL, "input '%s' of program '%s' is NULL", v->name, m->name);
+        if (t->traced)
+            return tk_error_set(TK_EINVAL, "input '%s' of program '%s' is a traced tensor (it has no data)", v->name,
+                                m->name);
+        if (!same_dev(t->device, s->ctx->device) && !(s->staged && t->device.kind == TK_DEVICE_CPU))
+            return tk_error_set(TK_EINVAL, "input '%s' is on '%s', the session is on '%s'", v->name,
+                                tk_device_name(t->device, d1, sizeof d1),
+                                tk_device_name(s->ctx->device, d2, sizeof d2));
+        if (t->dtype != v->dtype)
+            return tk_error_set(TK_EINVAL, "input '%s' is %s, program '%s' declares %s", v->name,
+                                tk_dtype_name(t->dtype), m->name, tk_dtype_name(v->dtype));
+        if (t->rank != v->rank) {
+            tk_strbuf sb = TK_STRBUF_INIT;
+            tk_pm_format_shape(&sb, v);
+            int rc = tk_error_set(TK_EINVAL, "input '%s' has %d dim%s, program '%s' declares %s", v->name, t->rank,
+                                  t->rank == 1 ? "" : "s", m->name, sb.buf ? sb.buf : "?");
+            tk_strbuf_release(&sb);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Static dims, and the symbols that are whole dims: inside their range, one value each. */
+static int bind_symbols(const tk_session *s, tk_tensor *const *in, binding *b)
+{
+    const tk_exec_program *p = s->p;
+    const tk_program_model *m = p->m;
+    for (size_t i = 0; i < m->ninputs; i++) {
+        const xvalue *v = &p->values[i];
+        const char *name = v->pm->name;
+        for (int d = 0; d < v->pm->rank; d++) {
+            long long x = (long long)in[i]->shape[d];
+            int k = v->sym[d];
+            if (!v->pm->dims[d].expr) {
+                if (x != v->pm->dims[d].value)
+                    return tk_error_set(TK_EINVAL, "input '%s' dim %d is %lld, expected %lld", name, d, x,
+                                        (long long)v->pm->dims[d].value);
+                continue;
+            }
+            if (k < 0)
+                continue;
+            const tk_pm_symbol *sy = &m->symbols[k];
+            if (x < sy->min || x > sy->max)
+                return tk_error_set(TK_EINVAL, "input '%s' dim %d is %lld, outside [%lld, %lld] of '%s'", name, d, x,
+                                    (long long)sy->min, (long long)sy->max, sy->name);
+            if (b->bound[k] && b->val[k] != x)
+                return tk_error_set(TK_EINVAL, "input '%s' dim %d is %lld but '%s' is %lld (input '%s' dim %d)", name,
+                                    d, x, sy->name, (long long)b->val[k], m->inputs[b->from_in[k]].name,
+                                    b->from_dim[k]);
+            if (!b->bound[k]) {
+                b->bound[k] = 1;
+                b->val[k] = x;
+                b->from_in[k] = (int)i;
+                b->from_dim[k] = d;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Symbols met only inside expressions of one symbol (k*s + c): solved from the first such dim. */
+static void solve_symbols(const tk_session *s, tk_tensor *const *in, binding *b)
+{
+    const tk_exec_program *p = s->p;
+    for (size_t i = 0; i < p->m->ninputs; i++) {
+        const xvalue *v = &p->values[i];
+        for (int d = 0; d < v->pm->rank; d++) {
+            tk_sym var;
+            int64_t k, c;
+            const char *name;
+            if (!v->pm->dims[d].expr || v->sym[d] >= 0 || !tk_sym_as_linear1(v->dims[d], &var, &k, &c) ||
+                !tk_sym_as_var(var, &name, NULL, NULL))
+                continue;
+            for (int j = 0; j < p->nsyms; j++) {
+                if (b->bound[j] || strcmp(p->symnames[j], name) != 0 || (in[i]->shape[d] - c) % k != 0)
+                    continue;
+                b->bound[j] = 1;
+                b->val[j] = (in[i]->shape[d] - c) / k;
+                b->from_in[j] = (int)i;
+                b->from_dim[j] = d;
+            }
+        }
+    }
+}
+
+/* Every dim that is an expression equals its value under the binding; the guards hold. */
+static int check_expressions(const tk_session *s, tk_tensor *const *in, binding *b)
+{
+    const tk_exec_program *p = s->p;
+    const tk_program_model *m = p->m;
+    for (int k = 0; k < p->nsyms; k++) {
+        const tk_pm_symbol *sy = &m->symbols[k];
+        if (!b->bound[k])
+            return tk_error_set(TK_EINVAL, "program '%s': no input dim gives the value of '%s'", m->name, sy->name);
+        if (b->val[k] < sy->min || b->val[k] > sy->max)
+            return tk_error_set(TK_EINVAL, "input '%s' dim %d makes '%s' %lld, outside [%lld, %lld]",
+                                m->inputs[b->from_in[k]].name, b->from_dim[k], sy->name, (long long)b->val[k],
+                                (long long)sy->min, (long long)sy->max);
+    }
+    for (size_t i = 0; i < m->ninputs; i++) {
+        const xvalue *v = &p->values[i];
+        for (int d = 0; d < v->pm->rank; d++) {
+            int64_t want;
+            if (!v->pm->dims[d].expr || v->sym[d] >= 0)
+                continue;
+            if (tk_sym_eval(v->dims[d], p->symnames, b->val, p->nsyms, &want))
+                return tk_error_set(TK_EINTERNAL, "input '%s' dim %d: %s", v->pm->name, d, tk_error_last());
+            if (in[i]->shape[d] != want)
+                return tk_error_set(TK_EINVAL, "input '%s' dim %d is %lld, expected %lld (%s)", v->pm->name, d,
+                                    (long long)in[i]->shape[d], (long long)want, v->pm->dims[d].expr);
+        }
+    }
+    for (size_t g = 0; g < p->nguards; g++) {
+        const xguard *x = &p->guards[g];
+        int64_t a = 0, c = 0;
+        if (tk_sym_eval(x->lhs, p->symnames, b->val, p->nsyms, &a) ||
+            (!x->range && tk_sym_eval(x->rhs, p->symnames, b->val, p->nsyms, &c)))
+            return tk_error_set(TK_EINTERNAL, "guard '%s': %s", x->text, tk_error_last());
+        if (x->range ? (a < x->lo || a > x->hi) : a != c)
+            return tk_error_set(TK_EINVAL, "program '%s' requires %s, which these inputs break", m->name, x->text);
+    }
+    return 0;
+}
+
+/* --- plans ------------------------------------------------------------------------------------ */
+
+static int in_arena(const tk_session *s, const xvalue *v)
+{
+    if (v->kind == V_PARAM)
+        return 0;
+    if (v->kind == V_INPUT)
+        return s->staged;
+    return s->staged || v->output < 0;
+}
+
+/* The last node during which a value's storage is in use: to the end for outputs kept in the
+ * arena (copied out afterwards). */
+static int life_end(const tk_session *s, const xvalue *x)
+{
+    return x->output >= 0 && s->staged ? (int)s->p->m->nnodes : x->last;
+}
+
+/* Lowest 256-aligned offset where value v fits beside the arena values alive at the same time
+ * (the inputs and outputs of one node never share: a node reads while it writes). */
+static size_t place(const tk_session *s, const plan *pl, int v)
+{
+    const xvalue *vals = s->p->values, *x = &vals[v];
+    int end = life_end(s, x);
+    size_t at = 0;
+    for (int moved = 1; moved;) {
+        moved = 0;
+        for (int u = 0; u < v; u++) {
+            const xvalue *y = &vals[u];
+            if (pl->offset[u] == SIZE_MAX || life_end(s, y) < x->first || end < y->first)
+                continue;
+            if (at < pl->offset[u] + pl->size[u] && pl->offset[u] < at + pl->size[v]) {
+                at = (pl->offset[u] + pl->size[u] + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+                moved = 1;
+            }
+        }
+    }
+    return at;
+}
+
+static int plan_new(plan **out, tk_session *s, const binding *b)
+{
+    const tk_exec_program *p = s->p;
+    size_t n = p->nvalues;
+    plan *pl = calloc(1, sizeof(*pl));
+    *out = NULL;
+    if (!pl || !(pl->shapes = calloc(n * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
+        !(pl->offset = calloc(n + 1, sizeof(size_t))) || !(pl->size = calloc(n + 1, sizeof(size_t)))) {
+        plan_free(s, pl);
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    memcpy(pl->key, b->val, sizeof(int64_t) * (size_t)p->nsyms);
+    for (size_t v = 0; v < n; v++) {
+        const xvalue *x = &p->values[v];
+        size_t bytes = tk_dtype_size(x->pm->dtype);
+        for (int d = 0; d < x->pm->rank; d++) {
+            int64_t *dim = &pl->shapes[v * TK_MAX_DIMS + (size_t)d];
+            if (tk_sym_eval(x->dims[d], p->symnames, b->val, p->nsyms, dim) || *dim < 0 ||
+                __builtin_mul_overflow(bytes, (size_t)*dim, &bytes)) {
+                plan_free(s, pl);
+                return tk_error_set(TK_EINVAL, "program '%s': value %d dim %d (%s) is %lld for these inputs",
+                                    p->m->name, x->pm->id, d, x->pm->dims[d].expr ? x->pm->dims[d].expr : "static",
+                                    (long long)*dim);
+            }
+        }
+        pl->size[v] = bytes;
+        pl->offset[v] = SIZE_MAX;
+        if (!in_arena(s, x))
+            continue;
+        pl->offset[v] = place(s, pl, (int)v);
+        if (pl->offset[v] + bytes > pl->total)
+            pl->total = pl->offset[v] + bytes;
+    }
+    *out = pl;
+    return 0;
+}
+
+/* The plan of this signature: cached, moved to the front, or made (the oldest beyond MAX_PLANS
+ * goes). */
+static int plan_get(tk_session *s, const binding *b, plan **out)
+{
+    size_t keylen = sizeof(int64_t) * (size_t)s->p->nsyms;
+    plan **pp = &s->plans, *pl;
+    for (; *pp; pp = &(*pp)->next) {
+        if (!memcmp((*pp)->key, b->val, keylen)) {
+            pl = *pp;
+            *pp = pl->next;
+            pl->next = s->plans;
+            s->plans = pl;
+            *out = pl;
+            return 0;
+        }
+    }
+    int rc = plan_new(&pl, s, b);
+    if (rc)
+        return rc;
+    pl->next = s->plans;
+    s->plans = pl;
+    if (++s->nplans > MAX_PLANS) {
+        plan **last = &s->plans;
+        while ((*last)->next)
+            last = &(*last)->next;
+        plan_free(s, *last);
+        *last = NULL;
+        s->nplans--;
+    }
+    *out = pl;
+    return 0;
+}
+
+/* The arena holds at least size bytes; growing it moves every intermediate, so graphs that baked
+ * the old pointers are recaptured. */
+static int arena_reserve(tk_session *s, size_t size)
+{
+    if (size <= s->arena_size)
+        return 0;
+    void *mem = NULL;
+    int rc = 0;
+    if (s->ctx->device.kind == TK_DEVICE_CUDA) {
+        /* queued work may still read the old arena */
+        if ((rc = tk_cuda_sync(s->ctx)))
+            return rc;
+        arena_free(s);
+        rc = tk_cuda_alloc(s->ctx, &mem, size);
+    } else {
+        arena_free(s);
+        if (posix_memalign(&mem, ARENA_ALIGN, size))
+            rc = tk_error_set(TK_ENOMEM, "out of memory: %zu bytes for the intermediates", size);
+    }
+    if (rc)
+        return rc;
+    s->arena = mem;
+    s->arena_size = size;
+    s->arena_grows++;
+    s->arena_gen++;
+    return 0;
+}
+
+/* --- running ---------------------------------------------------------------------------------- */
+
+/* Outputs the caller supplied hold what the program gives: device, dtype, shape. */
+static int check_outputs(const tk_session *s, const plan *pl, tk_tensor *const *out)
+{
+    const tk_exec_program *p = s->p;
+    char d1[32], d2[32], a[160], b[160];
+    for (size_t i = 0; i < p->m->noutputs; i++) {
+        const tk_tensor *t = out[i];
+        const xvalue *x = &p->values[p->outputs[i]];
+        const int64_t *shape = &pl->shapes[(size_t)p->outputs[i] * TK_MAX_DIMS];
+        if (!t)
+            continue;
+        if (!same_dev(t->device, s->ctx->device) || t->traced)
+            return tk_error_set(TK_EINVAL, "output %zu is on '%s', the session is on '%s'", i,
+                                tk_device_name(t->device, d1, sizeof d1), tk_device_name(s->ctx->device, d2, sizeof d2));
+        if (t->dtype != x->pm->dtype || t->rank != x->pm->rank ||
+            memcmp(t->shape, shape, sizeof(int64_t) * (size_t)t->rank) != 0)
+            return tk_error_set(TK_EINVAL, "output %zu is %s, the program gives %s for these inputs", i,
+                                shape_text(a, sizeof a, t->dtype, t->rank, t->shape),
+                                shape_text(b, sizeof b, x->pm->dtype, x->pm->rank, shape));
+    }
+    return 0;
+}
+
+static void op_cost(const char *op, tk_tensor *const *in, tk_tensor *const *out, tk_node_profile *np)
+{
+    const tk_op_def *def = tk_op_find(op);
+    tk_op_cost c = {0, 0};
+    if (def && def->version >= 2 && def->cost && def->cost(in, out, &c) == 0) {
+        np->flops = c.flops;
+        np->bytes = c.bytes;
+    }
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* Runs every node through dispatch with its outputs in place; with prof, times each. */
+static int run_nodes(tk_session *s, tk_tensor **t, tk_node_profile *prof)
+{
+    const tk_exec_program *p = s->p;
+    int gpu = s->ctx->device.kind == TK_DEVICE_CUDA, rc = 0;
+    tk_tensor *in[MAX_NODE_IO], *out[MAX_NODE_IO];
+    for (size_t n = 0; n < p->m->nnodes; n++) {
+        const xnode *x = &p->nodes[n];
+        double t0 = 0;
+        for (int i = 0; i < x->pm->nin; i++)
+            in[i] = x->in[i] < 0 ? NULL : t[x->in[i]];
+        for (int o = 0; o < x->pm->nout; o++)
+            out[o] = t[x->out[o]];
+        if (prof && gpu && (rc = tk_cuda_event_record(s->ctx, s->events[2 * n])))
+            return rc;
+        if (prof && !gpu)
+            t0 = now_us();
+        if ((rc = tk_op_run(s->ctx, x->pm->op, in, x->pm->nin, out, x->pm->nout)))
+            return rc;
+        if (prof && gpu && (rc = tk_cuda_event_record(s->ctx, s->events[2 * n + 1])))
+            return rc;
+        if (prof) {
+            prof[n].op = x->pm->op;
+            prof[n].time_us = gpu ? 0 : now_us() - t0;
+            op_cost(x->pm->op, in, out, &prof[n]);
+        }
+    }
+    for (size_t n = 0; prof && gpu && n < p->m->nnodes; n++)
+        if ((rc = tk_cuda_event_elapsed_us(s->ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
+            return rc;
+    return 0;
+}
+
+/* A profiled run: eager, node times into the session's profile. */
+static int run_profiled(tk_session *s, tk_tensor **t)
+{
+    size_t nn = s->p->m->nnodes;
+    int rc;
+    tk_node_profile *prof = calloc(nn + 1, sizeof(*prof));
+    if (!prof)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    if (s->ctx->device.kind == TK_DEVICE_CUDA && !s->events) {
+        if (!(s->events = calloc(2 * nn + 1, sizeof(void *)))) {
+            free(prof);
+            return tk_error_set(TK_ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < 2 * nn; i++) {
+            if ((rc = tk_cuda_event_new(s->ctx, &s->events[i]))) {
+                events_free(s);
+                free(prof);
+                return rc;
+            }
+        }
+    }
+    rc = run_nodes(s, t, prof);
+    if (rc) {
+        free(prof);
+        return rc;
+    }
+    free(s->profile);
+    s->profile = prof;
+    s->nprofile = nn;
+    return 0;
+}
+
+/* The GPU path: eager on the first run of a signature, then captured into a graph (its
+ * pointers are the arena's only, which stays put until it grows) and replayed. A capture that
+ * fails (an op that allocates or synchronizes) leaves the signature eager for good. */
+static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
+{
+    int rc;
+    if (pl->graph && pl->graph_arena != s->arena_gen) {
+        tk_cuda_graph_free(s->ctx, pl->graph);
+        pl->graph = NULL;
+        pl->graph_state = GRAPH_NONE;
+    }
+    if (pl->graph) {
+        s->last_mode = TK_EXEC_REPLAYED;
+        return tk_cuda_graph_launch(s->ctx, pl->graph);
+    }
+    if (pl->runs == 0 || pl->graph_state == GRAPH_NEVER)
+        return run_nodes(s, t, NULL);
+    if ((rc = tk_cuda_capture_begin(s->ctx)))
+        return rc;
+    int body = run_nodes(s, t, NULL);
+    void *exec = NULL;
+    int end = tk_cuda_capture_end(s->ctx, body == 0, &exec);
+    if (body || end || !exec) {
+        /* nothing captured ran: run the nodes now, and never capture this signature again */
+        tk_cuda_graph_free(s->ctx, exec);
+        pl->graph_state = GRAPH_NEVER;
+        tk_error_clear();
+        return run_nodes(s, t, NULL);
+    }
+    pl->graph = exec;
+    pl->graph_arena = s->arena_gen;
+    pl->graph_state = GRAPH_READY;
+    s->last_mode = TK_EXEC_CAPTURED;
+    return tk_cuda_graph_launch(s->ctx, exec);
+}
+
+/* Tensors for every value of this run: inputs (the caller's, or arena copies when staged),
+ * parameters, arena views, and outputs (the caller's or new ones, noted in made[]). */
+static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_tensor **out, tk_tensor **t,
+                        tk_tensor **views, unsigned char *made)
+{
+    const tk_exec_program *p = s->p;
+    tk_device dev = s->ctx->device;
+    int rc;
+    for (size_t i = 0; i < p->m->noutputs; i++) {
+        const xvalue *x = &p->values[p->outputs[i]];
+        if (out[i])
+            continue;
+        if ((rc = tk_tensor_new(&out[i], s->ctx, dev, x->pm->dtype, x->pm->rank,
+                                &pl->shapes[(size_t)p->outputs[i] * TK_MAX_DIMS])))
+            return rc;
+        made[i] = 1;
+    }
+    for (size_t v = 0; v < p->nvalues; v++) {
+        const xvalue *x = &p->values[v];
+        if (pl->offset[v] != SIZE_MAX) {
+            if ((rc = tk_tensor_wrap(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS],
+                                     s->arena ? (char *)s->arena + pl->offset[v] : NULL)))
+                return rc;
+            t[v] = views[v];
+            if (x->kind == V_INPUT && (rc = tk_tensor_copy(s->ctx, t[v], in[x->index])))
+                return rc;
+        } else if (x->kind == V_INPUT) {
+            t[v] = in[x->index];
+        } else if (x->kind == V_PARAM) {
+            t[v] = s->params[x->index];
+        } else {
+            t[v] = out[x->output];
+        }
+    }
+    return 0;
+}
+
+static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out, unsigned char *made)
+{
+    const tk_exec_program *p = s->p;
+    size_t n = p->nvalues;
+    int rc;
+    tk_tensor **t = calloc(2 * n + 1, sizeof(tk_tensor *));
+    if (!t)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    tk_tensor **views = t + n;
+    s->last_mode = TK_EXEC_EAGER;
+    if ((rc = arena_reserve(s, pl->total)) || (rc = bind_tensors(s, pl, in, out, t, views, made)))
+        goto done;
+    if (s->profiling)
+        rc = run_profiled(s, t);
+    else if (s->graphs)
+        rc = run_graph(s, pl, t);
+    else
+        rc = run_nodes(s, t, NULL);
+    /* outputs that are not their value's storage: staged ones, inputs, parameters, repeats */
+    for (size_t i = 0; !rc && i < p->m->noutputs; i++)
+        if (t[p->outputs[i]] != out[i])
+            rc = tk_tensor_copy(s->ctx, out[i], t[p->outputs[i]]);
+    if (!rc)
+        pl->runs++;
+done:
+    for (size_t v = 0; v < n; v++)
+        tk_tensor_free(views[v]);
+    free(t);
+    return rc;
+}
+
+int tk_session_run(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout)
+{
+    binding b;
+    plan *pl;
+    unsigned char made[256] = {0};
+    int rc;
+    if (!s)
+        return tk_error_set(TK_EINVAL, "tk_session_run: no session");
+    const tk_program_model *m = s->p->m;
+    if (nout < m->noutputs || !out)
+        return tk_error_set(TK_EINVAL, "program '%s' gives %zu output%s, got %zu output slot%s", m->name, m->noutputs,
+                            m->noutputs == 1 ? "" : "s", out ? nout : 0, nout == 1 ? "" : "s");
+    if (m->noutputs > sizeof made)
+        return tk_error_set(TK_EUNSUPPORTED, "program '%s' has %zu outputs, at most %zu", m->name, m->noutputs,
+                            sizeof made);
+    memset(&b, 0, sizeof b);
+    if ((rc = check_input_kinds(s, in, nin)) || (rc = bind_symbols(s, in, &b)))
+        return rc;
+    solve_symbols(s, in, &b);
+    if ((rc = check_expressions(s, in, &b)) || (rc = plan_get(s, &b, &pl)) || (rc = check_outputs(s, pl, out)))
+        return rc;
+    if ((rc = execute(s, pl, in, out, made))) {
+        for (size_t i = 0; i < m->noutputs; i++) {
+            if (made[i]) {
+                tk_tensor_free(out[i]);
+                out[i] = NULL;
+            }
+        }
+    }
+    return rc;
+}

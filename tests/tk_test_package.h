@@ -1,0 +1,192 @@
+/* What the package suites (test_package.c, test_package_gpu.c) share: the test program as a model
+ * built with runtime/progmodel.h, its weights, its reference computed here, and a .tkpkg written
+ * by hand (manifest, digests, zip) around a model. Include after <cmocka.h> and tk_test.h. */
+#ifndef TK_TEST_PACKAGE_H
+#define TK_TEST_PACKAGE_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tk/runtime.h>
+
+#include "exec.h"
+#include "progmodel.h"
+#include "safetensors.h"
+#include "sha256.h"
+#include "strbuf.h"
+#include "zipfile.h"
+
+enum { TP_IN = 4, TP_OUT = 3, TP_MAX_BATCH = 64 };
+
+static float tp_w[TP_OUT * TP_IN], tp_b[TP_OUT];
+
+static inline tk_pm_value *tp_value(tk_pm_value *v, int id, const char *name, int rank, const char *e0, int64_t d0, int64_t d1)
+{
+    v->id = id;
+    v->name = (char *)name; /* replaced by a copy below */
+    v->dtype = TK_F32;
+    v->rank = rank;
+    v->dims[0].expr = (char *)e0;
+    v->dims[0].value = e0 ? -1 : d0;
+    if (rank > 1)
+        v->dims[1].value = d1;
+    return v;
+}
+
+/* Strings a value holds, copied into the model (the model frees them with itself). */
+static inline void tp_own(tk_program_model *m, tk_pm_value *v)
+{
+    if (v->name)
+        v->name = tk_pm_strdup(m, v->name);
+    for (int d = 0; d < v->rank; d++)
+        if (v->dims[d].expr)
+            v->dims[d].expr = tk_pm_strdup(m, v->dims[d].expr);
+}
+
+static inline void tp_set(tk_program_model *m, tk_pm_value *v, int id, const char *name, int rank, const char *e0,
+                   int64_t d0, int64_t d1)
+{
+    tp_own(m, tp_value(v, id, name, rank, e0, d0, d1));
+}
+
+static inline void tp_op(tk_program_model *m, const char *name, const char *schema, int builtin)
+{
+    tk_pm_op *op = tk_pm_add_op(m, name);
+    assert_non_null(op);
+    op->schema = tk_pm_strdup(m, schema);
+    op->file = tk_pm_strdup(m, builtin ? "<builtin>" : "tests/test_ops_module.c");
+    op->builtin = builtin;
+}
+
+/* test::mlp: h = linear(x, W, b); y = silu(h) + h, x [batch, 4] with batch in [1, 64]; the
+ * outputs are y and h. Values: x 0, lin.weight 1, lin.bias 2, h 3, s 4, y 5. */
+static inline tk_program_model *tp_model(void)
+{
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::mlp"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, TP_IN);
+    tp_set(m, tk_pm_add_param(m), 1, "lin.weight", 2, NULL, TP_OUT, TP_IN);
+    tp_set(m, tk_pm_add_param(m), 2, "lin.bias", 1, NULL, TP_OUT, 0);
+    tk_pm_node *n = tk_pm_add_node(m, "tk::linear", 3, 1, "model.c", 10);
+    n->inputs[0] = 0, n->inputs[1] = 1, n->inputs[2] = 2;
+    tp_set(m, &n->outputs[0], 3, NULL, 2, "batch", 0, TP_OUT);
+    n = tk_pm_add_node(m, "tk::silu", 1, 1, "model.c", 11);
+    n->inputs[0] = 3;
+    tp_set(m, &n->outputs[0], 4, NULL, 2, "batch", 0, TP_OUT);
+    n = tk_pm_add_node(m, "tk::add", 2, 1, "model.c", 12);
+    n->inputs[0] = 4, n->inputs[1] = 3;
+    tp_set(m, &n->outputs[0], 5, NULL, 2, "batch", 0, TP_OUT);
+    tp_set(m, tk_pm_add_output(m), 5, NULL, 2, "batch", 0, TP_OUT);
+    tp_set(m, tk_pm_add_output(m), 3, NULL, 2, "batch", 0, TP_OUT);
+    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor bias) -> Tensor", 1);
+    tp_op(m, "tk::silu", "(Tensor x) -> Tensor", 1);
+    tk_pm_sort(m);
+    return m;
+}
+
+static inline tk_tensor *tp_f32(int rank, const int64_t *shape, const float *vals)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, rank, shape));
+    for (int64_t i = 0; i < tk_numel(t); i++)
+        ((float *)tk_tensor_data(t))[i] = vals ? vals[i] : 0.0f;
+    return t;
+}
+
+/* weights.safetensors of test::mlp (malloc'd image), with one tensor the program does not use. */
+static inline void *tp_weights(size_t *len)
+{
+    for (int i = 0; i < TP_OUT * TP_IN; i++)
+        tp_w[i] = 0.25f * (float)(i % 7) - 0.5f;
+    for (int i = 0; i < TP_OUT; i++)
+        tp_b[i] = 0.1f * (float)i - 0.1f;
+    const int64_t ws[] = {TP_OUT, TP_IN}, bs[] = {TP_OUT}, us[] = {2};
+    const float unused[2] = {0};
+    tk_tensor *ts[] = {tp_f32(2, ws, tp_w), tp_f32(1, bs, tp_b), tp_f32(1, us, unused)};
+    const char *names[] = {"lin.weight", "lin.bias", "other"};
+    void *img = NULL;
+    tk_assert_ok(tk_safetensors_write_mem(&img, len, 3, names, ts));
+    for (int i = 0; i < 3; i++)
+        tk_tensor_free(ts[i]);
+    return img;
+}
+
+/* x [batch, 4] with values that depend on seed. */
+static inline tk_tensor *tp_input(int64_t batch, int seed)
+{
+    const int64_t shape[] = {batch, TP_IN};
+    tk_tensor *x = tp_f32(2, shape, NULL);
+    float *p = tk_tensor_data(x);
+    for (int64_t i = 0; i < batch * TP_IN; i++)
+        p[i] = 0.01f * (float)((i * 37 + seed * 11) % 201) - 1.0f;
+    return x;
+}
+
+/* y and h of test::mlp computed here, and compared with the outputs. */
+static inline void tp_check(const tk_tensor *x, const tk_tensor *y, const tk_tensor *h)
+{
+    const float *xp = tk_tensor_data(x), *yp = tk_tensor_data(y), *hp = tk_tensor_data(h);
+    int64_t batch = tk_tensor_shape(x)[0];
+    assert_int_equal(tk_tensor_shape(y)[0], batch);
+    assert_int_equal(tk_tensor_shape(y)[1], TP_OUT);
+    for (int64_t r = 0; r < batch; r++) {
+        for (int o = 0; o < TP_OUT; o++) {
+            float acc = tp_b[o];
+            for (int k = 0; k < TP_IN; k++)
+                acc += xp[r * TP_IN + k] * tp_w[o * TP_IN + k];
+            float want_y = acc / (1.0f + expf(-acc)) + acc;
+            if (fabsf(hp[r * TP_OUT + o] - acc) > 1e-5f || fabsf(yp[r * TP_OUT + o] - want_y) > 1e-5f)
+                fail_msg("row %lld col %d: h %g y %g, expected %g %g", (long long)r, o, hp[r * TP_OUT + o],
+                         yp[r * TP_OUT + o], acc, want_y);
+        }
+    }
+}
+
+/* A .tkpkg around model m (program.json written from it), weights and an optional host object:
+ * the manifest lists every entry with its size and SHA-256. *len and the bytes are the caller's. */
+static inline void *tp_package(size_t *len, const tk_program_model *m, const void *weights, size_t wlen, const void *host,
+                        size_t hlen)
+{
+    char *pj = NULL, sha[3][65];
+    tk_assert_ok(tk_program_json_write(&pj, m));
+    tk_sha256_hex(host ? host : "", hlen, sha[0]);
+    tk_sha256_hex(pj, strlen(pj), sha[1]);
+    tk_sha256_hex(weights, wlen, sha[2]);
+    tk_strbuf mf = TK_STRBUF_INIT;
+    tk_strbuf_addf(&mf, "{\"format\": \"tkpkg\", \"version\": 1, \"tkexport\": \"0.1.0\", \"program\": \"%s\", "
+                        "\"architectures\": [], \"ptx\": null, \"compilers\": {\"nvcc\": null, \"cc\": null}, "
+                        "\"host\": %s, \"kernels\": [], \"ops\": [", m->name, host ? "\"host/ops.so\"" : "null");
+    for (size_t i = 0; i < m->nops; i++)
+        tk_strbuf_addf(&mf, "%s{\"name\": \"%s\", \"builtin\": %s, \"kernels\": []}", i ? ", " : "", m->ops[i].name,
+                       m->ops[i].builtin ? "true" : "false");
+    tk_strbuf_adds(&mf, "], \"entries\": [");
+    if (host)
+        tk_strbuf_addf(&mf, "{\"path\": \"host/ops.so\", \"size\": %zu, \"sha256\": \"%s\"}, ", hlen, sha[0]);
+    tk_strbuf_addf(&mf, "{\"path\": \"program.json\", \"size\": %zu, \"sha256\": \"%s\"}, ", strlen(pj), sha[1]);
+    tk_strbuf_addf(&mf, "{\"path\": \"weights.safetensors\", \"size\": %zu, \"sha256\": \"%s\"}]}", wlen, sha[2]);
+    tk_zip_entry e[4];
+    size_t n = 0;
+    if (host)
+        e[n++] = (tk_zip_entry){"host/ops.so", host, hlen, 0};
+    e[n++] = (tk_zip_entry){"manifest.json", mf.buf, mf.len, 0};
+    e[n++] = (tk_zip_entry){"program.json", pj, strlen(pj), 0};
+    e[n++] = (tk_zip_entry){"weights.safetensors", weights, wlen, 1};
+    void *zip = NULL;
+    tk_assert_ok(tk_zip_write_mem(&zip, len, e, n, "the test package"));
+    tk_strbuf_release(&mf);
+    free(pj);
+    return zip;
+}
+
+static inline void tp_write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+#endif
