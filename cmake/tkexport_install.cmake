@@ -15,6 +15,7 @@ include(CMakePackageConfigHelpers)
 # tkexport::tkexport).
 add_library(tkexport::tkrt ALIAS tkrt)
 add_executable(tkexport::tkexport ALIAS tkexport)
+set(TKEXPORT_CAN_EXPORT ${TK_WITH_ANALYZER})
 
 # A sanitized libtkrt only loads into programs linked with the sanitizers' runtimes (ASan must
 # come first in the initial library list): pass the flags on to everything that links it.
@@ -43,8 +44,9 @@ install(FILES ${PROJECT_BINARY_DIR}/tkrt.pc DESTINATION lib/pkgconfig)
 install(EXPORT tkexportTargets NAMESPACE tkexport:: DESTINATION lib/cmake/tkexport)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/tkexportConfigVersion.cmake
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
+configure_file(${CMAKE_CURRENT_LIST_DIR}/tkexportConfig.cmake.in ${PROJECT_BINARY_DIR}/tkexportConfig.cmake @ONLY)
 install(FILES
-  ${CMAKE_CURRENT_LIST_DIR}/tkexportConfig.cmake
+  ${PROJECT_BINARY_DIR}/tkexportConfig.cmake
   ${CMAKE_CURRENT_LIST_DIR}/tkexport_package.cmake
   ${PROJECT_BINARY_DIR}/tkexportConfigVersion.cmake
   DESTINATION lib/cmake/tkexport)

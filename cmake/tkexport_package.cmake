@@ -64,6 +64,10 @@ function(tkexport_add_package)
     message(FATAL_ERROR "tkexport_add_package(${TKP_NAME}): no tkexport::tkexport target; "
                         "call find_package(tkexport CONFIG REQUIRED) first")
   endif()
+  if(DEFINED TKEXPORT_CAN_EXPORT AND NOT TKEXPORT_CAN_EXPORT)
+    message(FATAL_ERROR "tkexport_add_package(${TKP_NAME}): this tkexport was built without the analyzer "
+                        "(TK_WITH_ANALYZER=OFF) and cannot export; use one built with it")
+  endif()
   set(tool tkexport::tkexport)
 
   # The paths handed to tkexport, the files the steps depend on, and their common folder.
