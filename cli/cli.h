@@ -10,5 +10,6 @@ int cmd_lint(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

@@ -1,0 +1,629 @@
+/* tkexport run: open a .tkpkg, feed it inputs from .npy files (or deterministic random ones), run
+ * it on the CPU or a GPU through a session, write its outputs as .npy, and optionally time it
+ * (--bench) or show where the time goes per op (--profile). */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fsutil.h"
+#include "npy.h"
+#include "options.h"
+#include "rt_internal.h" /* tk_cuda_device_name, for the peak table of --profile */
+#include <tk/error.h>
+#include <tk/half.h>
+#include <tk/runtime.h>
+
+static const tk_cli_option options[] = {
+    {{"device", required_argument, NULL, 'd'}, "cpu|cuda[:N]", "where to run (default: cuda:0 when a GPU is there, else cpu)"},
+    {{"input", required_argument, NULL, 'i'}, "NAME=SPEC",
+     "input NAME from SPEC: FILE.npy, or random:DxD (pseudo-random of that shape); repeatable"},
+    {{"output-dir", required_argument, NULL, 'o'}, "DIR", "write each output as DIR/<name>.npy (DIR is created)"},
+    {{"bench", required_argument, NULL, 'b'}, "N", "time N calls (run + sync, inputs on the device) after the warm-up"},
+    {{"warmup", required_argument, NULL, 'w'}, "N", "untimed calls before --bench's (default 100)"},
+    {{"profile", no_argument, NULL, 'p'}, NULL, "one more run with per-op times: op, us, % of total, % of peak"},
+    {{"seed", required_argument, NULL, 's'}, "S", "the seed of random: inputs (default 0)"},
+    {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
+};
+#define NOPT (sizeof(options) / sizeof(options[0]))
+
+#define MAX_BENCH 10000000
+#define DEFAULT_WARMUP 100
+
+static void help(FILE *f)
+{
+    fprintf(f, "usage: tkexport run PKG.tkpkg [--device cpu|cuda[:N]] [--input NAME=FILE.npy | NAME=random:DxD]...\n"
+               "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n\n"
+               "Opens the package (verifying every entry's SHA-256), reads each of the program's inputs by its\n"
+               "name from a .npy file (float32 or float16 files convert to f32, f16 or bf16, rounding to nearest\n"
+               "even; int32 or int64 files to i32 or i64) or makes it pseudo-random with the shape given\n"
+               "(random:4x128; the same seed gives the same values), checks them against the program's dims and\n"
+               "ranges, runs the program and prints each output's shape; with --output-dir it writes them as\n"
+               "DIR/out0.npy... (f16 and bf16 as float32, exactly). `tkexport inspect PKG` lists the inputs.\n"
+               "--bench N times N calls of run + sync after --warmup calls, with the inputs already on the device,\n"
+               "and prints the median, p10, p90, p99 and min in microseconds, calls/s and samples/s (samples: dim\n"
+               "0 of the first input). --profile runs once more with per-op times.\n\n"
+               "options:\n");
+    tk_cli_print_options(f, options, NOPT, "diobwpsh");
+    fprintf(f, "\nexit status: 0 done, 1 the run failed (an unreadable package or .npy, an input outside the\n"
+               "program's dims or ranges, a device error), 2 usage error (a missing or unknown input name),\n"
+               "3 internal error\n");
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
+}
+
+static int status_of(int err)
+{
+    return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+}
+
+static int fail(int err)
+{
+    fprintf(stderr, "tkexport run: error: %s\n", tk_error_last());
+    return status_of(err);
+}
+
+/* --- what the program expects ------------------------------------------------------------- */
+
+/* "bf16[batch, 128]" into buf. */
+static const char *io_text(const tk_io_info *io, char *buf, size_t n)
+{
+    size_t at = (size_t)snprintf(buf, n, "%s[", tk_dtype_name(io->dtype));
+    for (int d = 0; d < io->rank && at < n; d++) {
+        if (io->dims[d].sym)
+            at += (size_t)snprintf(buf + at, n - at, "%s%s", d ? ", " : "", io->dims[d].sym);
+        else
+            at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? ", " : "", (long long)io->dims[d].value);
+    }
+    if (at < n)
+        snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+/* "bf16[4, 128]" into buf. */
+static const char *tensor_text(const tk_tensor *t, char *buf, size_t n)
+{
+    size_t at = (size_t)snprintf(buf, n, "%s[", tk_dtype_name(tk_tensor_dtype(t)));
+    for (int d = 0; d < tk_tensor_rank(t) && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%lld", d ? ", " : "", (long long)tk_tensor_dim(t, d));
+    if (at < n)
+        snprintf(buf + at, n - at, "]");
+    return buf;
+}
+
+/* The inputs as one line: "x: bf16[batch, 128], batch in [1, 1024]"; several inputs are joined
+ * with "; ", then every symbol's range once. */
+static void print_expected(FILE *f, const tk_package *pkg)
+{
+    size_t n = tk_package_num_inputs(pkg);
+    char buf[512];
+    if (!n)
+        fprintf(f, "no inputs");
+    for (size_t i = 0; i < n; i++) {
+        const tk_io_info *io = tk_package_input(pkg, i);
+        fprintf(f, "%s%s: %s", i ? "; " : "", io->name, io_text(io, buf, sizeof buf));
+    }
+    for (size_t i = 0; i < n; i++) {
+        const tk_io_info *io = tk_package_input(pkg, i);
+        for (int d = 0; d < io->rank; d++) {
+            const char *sym = io->dims[d].sym;
+            int seen = 0;
+            if (!sym)
+                continue;
+            for (size_t j = 0; j <= i && !seen; j++) {
+                const tk_io_info *o = tk_package_input(pkg, j);
+                for (int e = 0; e < (j == i ? d : o->rank) && !seen; e++)
+                    seen = o->dims[e].sym && !strcmp(o->dims[e].sym, sym);
+            }
+            if (!seen)
+                fprintf(f, ", %s in [%lld, %lld]", sym, (long long)io->dims[d].min, (long long)io->dims[d].max);
+        }
+    }
+}
+
+/* --- inputs --------------------------------------------------------------------------------- */
+
+typedef struct input_arg {
+    const char *text; /* NAME=SPEC as given */
+    size_t name_len;
+    const char *spec; /* after the '=' */
+    int used;
+} input_arg;
+
+static uint64_t splitmix64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* "4x128" into shape (rank at most TK_MAX_DIMS, each dim a whole number); -1 when malformed. */
+static int parse_dims(const char *text, int64_t *shape, int *rank)
+{
+    *rank = 0;
+    const char *p = text;
+    for (;;) {
+        char *end;
+        if (*p < '0' || *p > '9' || *rank == TK_MAX_DIMS)
+            return -1;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || v < 0)
+            return -1;
+        shape[(*rank)++] = v;
+        if (!*end)
+            return 0;
+        if (*end != 'x')
+            return -1;
+        p = end + 1;
+    }
+}
+
+/* A CPU tensor of the input's dtype, uniform in [-1, 1) (integers in [0, 16)), from the seed and
+ * the input's name: the same command line gives the same values. */
+static int random_input(tk_tensor **out, const tk_io_info *io, int rank, const int64_t *shape, uint64_t seed)
+{
+    const tk_device cpu = {TK_DEVICE_CPU, 0};
+    int rc = tk_tensor_new(out, NULL, cpu, io->dtype, rank, shape);
+    if (rc)
+        return rc;
+    uint64_t s = seed;
+    for (const char *c = io->name; *c; c++) /* FNV-1a of the name */
+        s = (s ^ (unsigned char)*c) * 0x100000001b3ull;
+    void *d = tk_tensor_data(*out);
+    for (int64_t i = 0; i < tk_numel(*out); i++) {
+        uint64_t r = splitmix64(&s);
+        float f = (float)(r >> 40) * (1.0f / 8388608.0f) - 1.0f; /* 24 bits: exact in float */
+        switch (io->dtype) {
+        case TK_F32: ((float *)d)[i] = f; break;
+        case TK_F16: ((uint16_t *)d)[i] = tk_f32_to_f16(f); break;
+        case TK_BF16: ((uint16_t *)d)[i] = tk_f32_to_bf16(f); break;
+        case TK_I32: ((int32_t *)d)[i] = (int32_t)(r >> 60); break;
+        case TK_I64: ((int64_t *)d)[i] = (int64_t)(r >> 60); break;
+        }
+    }
+    return 0;
+}
+
+/* Matches the --input arguments with the program's inputs: every input given once, no unknown
+ * name. On a mismatch, one line naming what is wrong and what the program expects. */
+static int match_inputs(input_arg *args, int nargs, const tk_package *pkg, const char *path, int *which)
+{
+    size_t n = tk_package_num_inputs(pkg);
+    for (size_t i = 0; i < n; i++) {
+        const tk_io_info *io = tk_package_input(pkg, i);
+        which[i] = -1;
+        for (int a = 0; a < nargs; a++) {
+            if (strlen(io->name) != args[a].name_len || strncmp(args[a].text, io->name, args[a].name_len))
+                continue;
+            if (which[i] >= 0) {
+                fprintf(stderr, "tkexport run: input '%s' given twice ('%s' and '%s')\n", io->name,
+                        args[which[i]].text, args[a].text);
+                return -1;
+            }
+            which[i] = a;
+            args[a].used = 1;
+        }
+    }
+    const char *problem = NULL;
+    int bad = -1;
+    for (size_t i = 0; i < n && bad < 0; i++)
+        if (which[i] < 0)
+            problem = "missing input", bad = (int)i;
+    for (int a = 0; a < nargs && !problem; a++)
+        if (!args[a].used)
+            problem = "unknown input", bad = a;
+    if (!problem)
+        return 0;
+    if (!strcmp(problem, "missing input"))
+        fprintf(stderr, "tkexport run: missing input '%s' (--input %s=FILE.npy or %s=random:DxD); '%s' expects ",
+                tk_package_input(pkg, (size_t)bad)->name, tk_package_input(pkg, (size_t)bad)->name,
+                tk_package_input(pkg, (size_t)bad)->name, path);
+    else
+        fprintf(stderr, "tkexport run: unknown input '%.*s'; '%s' expects ", (int)args[bad].name_len, args[bad].text,
+                path);
+    print_expected(stderr, pkg);
+    fprintf(stderr, "\n");
+    return -1;
+}
+
+/* The CPU tensor for input io from its argument: a .npy file converted to the input's dtype, or
+ * random:DxD. Returns 0, TK_EXIT_USAGE for a malformed random: spec (printed), or an error
+ * code with the message set. */
+static int load_input(tk_tensor **out, const tk_io_info *io, const input_arg *a, uint64_t seed, int *usage)
+{
+    *usage = 0;
+    if (!strncmp(a->spec, "random:", 7)) {
+        int64_t shape[TK_MAX_DIMS];
+        int rank;
+        if (parse_dims(a->spec + 7, shape, &rank)) {
+            fprintf(stderr, "tkexport run: '%s': expected random:DxD..., the shape as whole numbers joined by 'x' "
+                    "(e.g. %s=random:4x128), at most %d of them\n", a->text, io->name, TK_MAX_DIMS);
+            *usage = 1;
+            return TK_EINVAL;
+        }
+        return random_input(out, io, rank, shape, seed);
+    }
+    return tk_npy_read(out, a->spec, &io->dtype);
+}
+
+/* --- outputs -------------------------------------------------------------------------------- */
+
+static double value_at(const tk_tensor *t, int64_t i)
+{
+    const void *d = tk_tensor_data(t);
+    switch (tk_tensor_dtype(t)) {
+    case TK_F32: return ((const float *)d)[i];
+    case TK_F16: return tk_f16_to_f32(((const uint16_t *)d)[i]);
+    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)d)[i]);
+    case TK_I32: return ((const int32_t *)d)[i];
+    case TK_I64: return (double)((const int64_t *)d)[i];
+    }
+    return 0;
+}
+
+/* A CPU copy of t (t itself when it is on the CPU already: *owned stays NULL). */
+static int to_host(const tk_tensor **host, tk_tensor **owned, tk_ctx *ctx, const tk_tensor *t)
+{
+    const tk_device cpu = {TK_DEVICE_CPU, 0};
+    *owned = NULL;
+    *host = t;
+    if (tk_tensor_device(t).kind == TK_DEVICE_CPU)
+        return 0;
+    int rc = tk_tensor_new(owned, NULL, cpu, tk_tensor_dtype(t), tk_tensor_rank(t), tk_tensor_shape(t));
+    if (!rc && (rc = tk_tensor_copy(ctx, *owned, t))) {
+        tk_tensor_free(*owned);
+        *owned = NULL;
+    }
+    if (!rc)
+        *host = *owned;
+    return rc;
+}
+
+/* Prints each output's shape and, with dir, writes it as dir/<name>.npy. */
+static int report_outputs(tk_session *s, const tk_package *pkg, tk_tensor **outs, size_t nout, const char *dir)
+{
+    int rc = 0;
+    char shape[256];
+    if (dir && (rc = tk_mkdirs(dir)))
+        return rc;
+    for (size_t i = 0; i < nout && !rc; i++) {
+        const tk_io_info *io = tk_package_output(pkg, i);
+        char fallback[32];
+        const char *name = io && io->name ? io->name : NULL;
+        if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
+            snprintf(fallback, sizeof fallback, "out%zu", i);
+            name = fallback;
+        }
+        const tk_tensor *h;
+        tk_tensor *owned;
+        if ((rc = to_host(&h, &owned, tk_session_ctx(s), outs[i])))
+            break;
+        double sum = 0, sum_abs = 0;
+        int64_t n = tk_numel(h);
+        for (int64_t k = 0; k < n; k++) {
+            double v = value_at(h, k);
+            sum += v;
+            sum_abs += fabs(v);
+        }
+        printf("%s: %s  mean %.6g  mean|y| %.6g", name, tensor_text(h, shape, sizeof shape), n ? sum / (double)n : 0.0,
+               n ? sum_abs / (double)n : 0.0);
+        if (dir) {
+            size_t len = strlen(dir) + strlen(name) + 8;
+            char *path = malloc(len);
+            if (!path) {
+                rc = tk_error_set(TK_ENOMEM, "out of memory");
+            } else {
+                snprintf(path, len, "%s/%s.npy", dir, name);
+                if (!(rc = tk_npy_write(path, h)))
+                    printf("  -> %s", path);
+                free(path);
+            }
+        }
+        printf("\n");
+        tk_tensor_free(owned);
+    }
+    return rc;
+}
+
+/* --- bench and profile ---------------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The p-th percentile of n sorted values, nearest rank. */
+static double percentile(const double *v, int n, double p)
+{
+    int k = (int)ceil(p / 100.0 * n) - 1;
+    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+}
+
+static int run_sync(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout)
+{
+    int rc = tk_session_run(s, in, nin, out, nout);
+    return rc ? rc : tk_ctx_sync(tk_session_ctx(s));
+}
+
+static int bench(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout, int n, int warmup,
+                 int64_t batch, const char *devname)
+{
+    double *t = malloc(sizeof(double) * (size_t)n);
+    int rc = 0;
+    if (!t)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    for (int i = 0; i < warmup && !rc; i++)
+        rc = run_sync(s, in, nin, out, nout);
+    double total = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        double t0 = now_us();
+        rc = run_sync(s, in, nin, out, nout);
+        t[i] = now_us() - t0;
+        total += t[i];
+    }
+    if (!rc) {
+        qsort(t, (size_t)n, sizeof *t, cmp_double);
+        double mean = total / n;
+        printf("bench on %s, batch %lld: %d calls (run + sync, inputs on the device) after %d warm-up\n", devname,
+               (long long)batch, n, warmup);
+        printf("  median    %10.2f us\n", percentile(t, n, 50));
+        printf("  p10       %10.2f us\n", percentile(t, n, 10));
+        printf("  p90       %10.2f us\n", percentile(t, n, 90));
+        printf("  p99       %10.2f us\n", percentile(t, n, 99));
+        printf("  min       %10.2f us\n", t[0]);
+        printf("  mean      %10.2f us\n", mean);
+        printf("  calls/s   %10.0f   (1 / mean)\n", 1e6 / mean);
+        printf("  samples/s %10.0f   (batch / mean)\n", 1e6 / mean * (double)batch);
+    }
+    free(t);
+    return rc;
+}
+
+/* Dense bf16 tensor-core peak and memory bandwidth of the GPUs we know, by device name (the
+ * vendors' data sheets; SXM parts unless the name says otherwise). First match wins. */
+static const struct peak {
+    const char *name_part;
+    double tflops, gbps;
+} peaks[] = {
+    {"H100 PCIe", 756, 2000},  {"H100 NVL", 835, 3900}, {"H100", 989, 3350}, {"H200", 989, 4800},
+    {"GH200", 989, 4000},      {"B200", 2250, 8000},    {"A100-PCIE-40GB", 312, 1555},
+    {"A100-SXM4-40GB", 312, 1555}, {"A100 80GB PCIe", 312, 1935}, {"A100", 312, 2039},
+    {"L40S", 362, 864},        {"L4", 121, 300},        {"A10G", 70, 600}, {"A10", 125, 600},
+};
+
+static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout, tk_device dev,
+                   const char *devname)
+{
+    int rc;
+    const tk_node_profile *nodes = NULL;
+    if ((rc = tk_session_set_profiling(s, 1)) || (rc = run_sync(s, in, nin, out, nout)))
+        return rc;
+    size_t n = tk_session_profile(s, &nodes);
+    tk_session_set_profiling(s, 0);
+    const struct peak *pk = NULL;
+    char gpu[128] = "";
+    int driver;
+    if (dev.kind == TK_DEVICE_CUDA && tk_cuda_device_name(dev.index, gpu, sizeof gpu, &driver) == 0)
+        for (size_t i = 0; i < sizeof peaks / sizeof peaks[0] && !pk; i++)
+            if (strstr(gpu, peaks[i].name_part))
+                pk = &peaks[i];
+    tk_error_clear();
+    double total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += nodes[i].time_us;
+    printf("profile on %s%s%s%s: %zu nodes\n", devname, gpu[0] ? " (" : "", gpu, gpu[0] ? ")" : "", n);
+    printf("  %-4s %-28s %10s %8s  %s\n", "node", "op", "time us", "% total", "achieved");
+    for (size_t i = 0; i < n; i++) {
+        const tk_node_profile *p = &nodes[i];
+        char ach[160] = "";
+        double sec = p->time_us * 1e-6;
+        if (sec > 0 && (p->flops > 0 || p->bytes > 0)) {
+            size_t at = 0;
+            if (p->flops > 0)
+                at += (size_t)snprintf(ach + at, sizeof ach - at, "%.3g TFLOP/s", p->flops / sec * 1e-12);
+            if (p->flops > 0 && pk)
+                at += (size_t)snprintf(ach + at, sizeof ach - at, " (%.1f%% of %.0f)", 100.0 * p->flops / sec * 1e-12 / pk->tflops,
+                                       pk->tflops);
+            if (p->bytes > 0)
+                at += (size_t)snprintf(ach + at, sizeof ach - at, "%s%.3g GB/s", at ? ", " : "", p->bytes / sec * 1e-9);
+            if (p->bytes > 0 && pk)
+                snprintf(ach + at, sizeof ach - at, " (%.1f%% of %.0f)", 100.0 * p->bytes / sec * 1e-9 / pk->gbps, pk->gbps);
+        }
+        printf("  %-4zu %-28s %10.2f %7.1f%%  %s\n", i, p->op ? p->op : "?", p->time_us,
+               total > 0 ? 100.0 * p->time_us / total : 0.0, ach);
+    }
+    printf("  %-4s %-28s %10.2f %7.1f%%\n", "", "total", total, total > 0 ? 100.0 : 0.0);
+    if (dev.kind == TK_DEVICE_CPU)
+        printf("  (on the CPU: no peak figures; achieved rates only)\n");
+    else if (!pk)
+        printf("  (no peak figures for '%s': achieved rates only)\n", gpu[0] ? gpu : devname);
+    else
+        printf("  (peaks of '%s': %.0f TFLOP/s dense bf16, %.0f GB/s; profiling turns CUDA graph replay off)\n",
+               pk->name_part, pk->tflops, pk->gbps);
+    return 0;
+}
+
+/* --- the command ---------------------------------------------------------------------------- */
+
+int cmd_run(int argc, char **argv)
+{
+    struct option longopts[NOPT + 1];
+    tk_cli_longopts(longopts, options, NOPT);
+    const char *device = NULL, *outdir = NULL;
+    int nbench = 0, warmup = DEFAULT_WARMUP, do_profile = 0, c, err, rc = TK_EXIT_USAGE, nargs = 0;
+    uint64_t seed = 0;
+    input_arg *args = calloc((size_t)argc + 1, sizeof *args);
+    int *which = NULL;
+    tk_package *pkg = NULL;
+    tk_session *s = NULL;
+    tk_tensor **host_in = NULL, **dev_in = NULL, **outs = NULL;
+    size_t nin = 0, nout = 0;
+    if (!args)
+        return TK_EXIT_INTERNAL;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': device = optarg; break;
+        case 'i': {
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || !eq[1]) {
+                fprintf(stderr, "tkexport run: --input '%s': expected NAME=FILE.npy or NAME=random:DxD\n", optarg);
+                goto done;
+            }
+            args[nargs++] = (input_arg){optarg, (size_t)(eq - optarg), eq + 1, 0};
+            break;
+        }
+        case 'o': outdir = optarg; break;
+        case 'b':
+            if (tk_cli_parse_int("run", optarg, "--bench", MAX_BENCH, &nbench))
+                goto done;
+            break;
+        case 'w':
+            if (tk_cli_parse_int("run", optarg, "--warmup", MAX_BENCH, &warmup))
+                goto done;
+            break;
+        case 'p': do_profile = 1; break;
+        case 's': {
+            char *end;
+            errno = 0;
+            seed = strtoull(optarg, &end, 0);
+            if (!*optarg || *end || errno || *optarg == '-') {
+                fprintf(stderr, "tkexport run: --seed '%s' is not a whole number from 0 to 2^64-1\n", optarg);
+                goto done;
+            }
+            break;
+        }
+        case 'h': help(stdout); rc = TK_EXIT_OK; goto done;
+        default:
+            fprintf(stderr, "tkexport run: see 'tkexport run --help'\n");
+            goto done;
+        }
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "tkexport run: no package given (expected a .tkpkg written by tkexport compile)\n");
+        goto done;
+    }
+    if (optind + 1 < argc) {
+        fprintf(stderr, "tkexport run: one package expected, got %d ('%s', '%s'...)\n", argc - optind, argv[optind],
+                argv[optind + 1]);
+        goto done;
+    }
+    const char *path = argv[optind];
+    if (access(path, F_OK) != 0) {
+        fprintf(stderr, "tkexport run: '%s' does not exist\n", path);
+        goto done;
+    }
+
+    /* the device: asked for, else the first GPU when there is one */
+    tk_device dev = {TK_DEVICE_CPU, 0};
+    char devname[32], why[300] = "";
+    if (device) {
+        if (tk_device_parse(&dev, device)) {
+            fprintf(stderr, "tkexport run: %s\n", tk_error_last());
+            goto done;
+        }
+        if (dev.kind == TK_DEVICE_CUDA && (err = tk_cuda_available())) {
+            fprintf(stderr, "tkexport run: error: %s requested, but %s\n", device, tk_error_last());
+            rc = TK_EXIT_FINDINGS;
+            goto done;
+        }
+    } else if (tk_cuda_available() == 0) {
+        dev.kind = TK_DEVICE_CUDA;
+    } else {
+        snprintf(why, sizeof why, " (no GPU: %s)", tk_error_last());
+    }
+    tk_device_name(dev, devname, sizeof devname);
+
+    if ((err = tk_package_open(&pkg, path))) {
+        rc = fail(err);
+        goto done;
+    }
+    nin = tk_package_num_inputs(pkg);
+    nout = tk_package_num_outputs(pkg);
+    which = calloc(nin + 1, sizeof *which);
+    host_in = calloc(nin + 1, sizeof *host_in);
+    dev_in = calloc(nin + 1, sizeof *dev_in);
+    outs = calloc(nout + 1, sizeof *outs);
+    if (!which || !host_in || !dev_in || !outs) {
+        rc = TK_EXIT_INTERNAL;
+        goto done;
+    }
+    if (match_inputs(args, nargs, pkg, path, which))
+        goto done; /* usage */
+    printf("%s: program '%s' on %s%s\n", path, tk_package_program(pkg), devname, why);
+
+    char shape[256];
+    for (size_t i = 0; i < nin; i++) {
+        const tk_io_info *io = tk_package_input(pkg, i);
+        const input_arg *a = &args[which[i]];
+        int usage;
+        if ((err = load_input(&host_in[i], io, a, seed, &usage))) {
+            rc = usage ? TK_EXIT_USAGE : fail(err);
+            goto done;
+        }
+        printf("%s: %s  from %s\n", io->name, tensor_text(host_in[i], shape, sizeof shape), a->spec);
+    }
+    if ((err = tk_session_new(&s, pkg, dev))) {
+        rc = fail(err);
+        goto done;
+    }
+    /* on a GPU the inputs go to the device once, so that --bench times the program alone */
+    for (size_t i = 0; i < nin; i++) {
+        if (dev.kind == TK_DEVICE_CPU) {
+            dev_in[i] = host_in[i];
+            continue;
+        }
+        tk_tensor *t = host_in[i];
+        if ((err = tk_tensor_new(&dev_in[i], tk_session_ctx(s), dev, tk_tensor_dtype(t), tk_tensor_rank(t),
+                                 tk_tensor_shape(t))) ||
+            (err = tk_tensor_copy(tk_session_ctx(s), dev_in[i], t))) {
+            rc = fail(err);
+            goto done;
+        }
+    }
+    if ((err = run_sync(s, dev_in, nin, outs, nout)) || (err = report_outputs(s, pkg, outs, nout, outdir))) {
+        rc = fail(err);
+        goto done;
+    }
+    int64_t batch = nin && tk_tensor_rank(host_in[0]) > 0 ? tk_tensor_dim(host_in[0], 0) : 1;
+    if (nbench > 0 && (err = bench(s, dev_in, nin, outs, nout, nbench, warmup, batch, devname))) {
+        rc = fail(err);
+        goto done;
+    }
+    if (do_profile && (err = profile(s, dev_in, nin, outs, nout, dev, devname))) {
+        rc = fail(err);
+        goto done;
+    }
+    rc = fflush(stdout) == 0 ? TK_EXIT_OK : TK_EXIT_FINDINGS;
+done:
+    for (size_t i = 0; outs && i < nout; i++)
+        tk_tensor_free(outs[i]);
+    for (size_t i = 0; dev_in && i < nin; i++)
+        if (dev_in[i] != host_in[i])
+            tk_tensor_free(dev_in[i]);
+    for (size_t i = 0; host_in && i < nin; i++)
+        tk_tensor_free(host_in[i]);
+    tk_session_free(s);
+    tk_package_close(pkg);
+    free(outs);
+    free(dev_in);
+    free(host_in);
+    free(which);
+    free(args);
+    return rc;
+}
