@@ -1,0 +1,101 @@
+# tkexport run end to end on examples/mlp: export, compile, run on DEVICE with a .npy input that
+# run_ref wrote by hand, and the output checked by run_ref against its own float reference from
+# the same weights; deterministic random inputs; the refusals (batch 2000, shape [4, 100],
+# missing and unknown inputs); --bench and --profile.
+#   cmake -DTKEXPORT=<exe> -DRUN_REF=<exe> -DSOURCE_DIR=<repo> -DWEIGHTS=<mlp.safetensors>
+#         -DWORK=<scratch folder> -DDEVICE=cpu|cuda -P run_mlp.cmake
+# Prints "run_mlp: skipped: ..." (the test's SKIP_REGULAR_EXPRESSION) without nvcc, or without a
+# GPU for DEVICE=cuda.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+# Runs a command; checks its exit status and optional regular expressions on stdout and stderr.
+function(step expect_rc)
+  cmake_parse_arguments(PARSE_ARGV 1 S "" "STDOUT;STDERR;DIR" "COMMAND")
+  if(NOT S_DIR)
+    set(S_DIR ${WORK})
+  endif()
+  execute_process(COMMAND ${S_COMMAND} WORKING_DIRECTORY ${S_DIR}
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  string(REPLACE ";" " " shown "${S_COMMAND}")
+  set(report "${shown}\n--- exit status: ${rc}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+  if(NOT "${rc}" STREQUAL "${expect_rc}")
+    message(FATAL_ERROR "exit status ${rc}, expected ${expect_rc}\n${report}")
+  endif()
+  if(S_STDOUT AND NOT "${out}" MATCHES "${S_STDOUT}")
+    message(FATAL_ERROR "stdout does not match '${S_STDOUT}'\n${report}")
+  endif()
+  if(S_STDERR AND NOT "${err}" MATCHES "${S_STDERR}")
+    message(FATAL_ERROR "stderr does not match '${S_STDERR}'\n${report}")
+  endif()
+  message(STATUS "ok: ${shown}")
+  set(last_out "${out}" PARENT_SCOPE)
+  set(last_err "${err}" PARENT_SCOPE)
+endfunction()
+
+step(0 DIR ${SOURCE_DIR} COMMAND ${TKEXPORT} export examples/mlp --program mlp --weights ${WEIGHTS} -o ${WORK}/mlp.tkprog)
+execute_process(COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/mlp.tkpkg --arch sm_90
+  RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  if(err MATCHES "nvcc not found")
+    message("run_mlp: skipped: no nvcc to compile the package (${err})")
+    return()
+  endif()
+  message(FATAL_ERROR "tkexport compile failed (${rc}):\n${err}")
+endif()
+
+set(pkg ${WORK}/mlp.tkpkg)
+if(DEVICE STREQUAL "cuda")
+  execute_process(COMMAND ${TKEXPORT} run ${pkg} --device cuda --input x=random:1x128
+    RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0 AND err MATCHES "no CUDA driver|no CUDA device")
+    message("run_mlp: skipped: no GPU (${err})")
+    return()
+  endif()
+endif()
+
+# a .npy input written by run_ref, the output against run_ref's reference
+step(0 COMMAND ${RUN_REF} input ${WORK}/x.npy 37)
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x.npy --output-dir ${WORK}/out
+  STDOUT "program 'mlp' on ${DEVICE}.*x: bf16\\[37, 128\\]  from [^\n]*x.npy\nout0: bf16\\[37, 128\\] [^\n]* -> [^\n]*out/out0.npy\n")
+step(0 COMMAND ${RUN_REF} check ${WEIGHTS} ${WORK}/x.npy ${WORK}/out/out0.npy STDOUT " 0 outside")
+
+# an output read back as an input (bf16 written as float32, read as bf16 again)
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/out/out0.npy
+  STDOUT "out0: bf16\\[37, 128\\]")
+
+# random inputs: the same seed gives the same bytes, another seed others
+foreach(run a b c)
+  set(seed 7)
+  if(run STREQUAL "c")
+    set(seed 8)
+  endif()
+  step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:3x128 --seed ${seed}
+    --output-dir ${WORK}/random_${run} STDOUT "x: bf16\\[3, 128\\]  from random:3x128")
+  file(SHA256 ${WORK}/random_${run}/out0.npy sum_${run})
+endforeach()
+if(NOT sum_a STREQUAL sum_b OR sum_a STREQUAL sum_c)
+  message(FATAL_ERROR "random inputs: seed 7 gave ${sum_a} and ${sum_b}, seed 8 ${sum_c}")
+endif()
+
+# refusals: the runtime's checks as one line, and the expected inputs for a missing or unknown name
+step(0 COMMAND ${RUN_REF} input ${WORK}/x2000.npy 2000)
+step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x2000.npy
+  STDERR "^tkexport run: error: input 'x' dim 0 is 2000, outside \\[1, 1024\\][^\n]*'batch'[^\n]*\n$")
+step(0 COMMAND ${RUN_REF} input ${WORK}/x4.npy 4 100)
+step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x4.npy
+  STDERR "^tkexport run: error: input 'x' dim 1 is 100[^\n]*128[^\n]*\n$")
+step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:4x128x1
+  STDERR "^tkexport run: error: input 'x' [^\n]*\n$")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE}
+  STDERR "missing input 'x'[^\n]*expects x: bf16\\[batch, 128\\], batch in \\[1, 1024\\]\n$")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:2x128 --input y=random:2
+  STDERR "unknown input 'y'[^\n]*expects x: bf16\\[batch, 128\\], batch in \\[1, 1024\\]\n$")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2x128 --input x=random:3x128 STDERR "input 'x' given twice")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2by128 STDERR "expected random:DxD")
+step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/no_such.npy STDERR "cannot read '[^']*no_such.npy'")
+step(1 COMMAND ${TKEXPORT} run ${WORK}/mlp.tkprog --input x=random:2x128 STDERR "^tkexport run: error: [^\n]*mlp.tkprog")
+
+# --bench and --profile
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:16x128 --bench 20 --warmup 2 --profile
+  STDOUT "bench on ${DEVICE}[^\n]*batch 16: 20 calls[^\n]*2 warm-up\n  median +[0-9.]+ us\n  p10 +[0-9.]+ us\n  p90 +[0-9.]+ us\n  p99 +[0-9.]+ us\n  min +[0-9.]+ us\n.*calls/s +[0-9]+.*samples/s +[0-9]+.*profile on ${DEVICE}[^\n]*: 3 nodes\n.*tk::linear.*custom_ops::silu.*tk::linear.*total")
