@@ -771,11 +771,98 @@ static int autotune(compile *c, tk_aoti_stats *stats)
 
 /* --- the whole ------------------------------------------------------------------------------ */
 
+/* The compile cache folder (<cache>/aoti), created; none with --no-cache or when it cannot be. */
+static void open_cache(compile *c)
+{
+    const tk_aoti_options *o = c->o;
+    if (!o->no_cache) {
+        char *root = o->cache_dir ? strdup(o->cache_dir) : tk_default_cache_dir();
+        if (root) {
+            size_t n = strlen(root) + 8;
+            if ((c->cache = malloc(n)))
+                snprintf(c->cache, n, "%s/aoti", root);
+            free(root);
+            if (c->cache && tk_mkdirs(c->cache) != 0) {
+                fprintf(stderr, "tkexport compile: warning: no cache: %s\n", tk_error_last());
+                tk_error_clear();
+                free(c->cache);
+                c->cache = NULL;
+            }
+        }
+    }
+}
+
+/* The identity of this machine's GPUs as the kernel driver shows it, without initializing CUDA
+ * (which costs about 0.3 s): the driver's version and each GPU's information file, hashed.
+ * -1 when there is no NVIDIA driver. */
+static int gpu_identity(char key[65])
+{
+    static const char root[] = "/proc/driver/nvidia";
+    char path[PATH_MAX], buf[4096];
+    tk_strbuf sb = {0};
+    snprintf(path, sizeof path, "%s/version", root);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+        tk_strbuf_add(&sb, buf, got);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/gpus", root);
+    DIR *d = opendir(path);
+    char *names[64];
+    size_t n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < 64)
+        if (e->d_name[0] != '.')
+            names[n++] = strdup(e->d_name);
+    if (d)
+        closedir(d);
+    for (size_t i = 1; i < n; i++) /* sorted, so the order readdir gives does not matter */
+        for (size_t j = i; j > 0 && names[j - 1] && names[j] && strcmp(names[j - 1], names[j]) > 0; j--) {
+            char *t = names[j];
+            names[j] = names[j - 1];
+            names[j - 1] = t;
+        }
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/gpus/%s/information", root, names[i] ? names[i] : "");
+        if (names[i] && (f = fopen(path, "r"))) {
+            while ((got = fread(buf, 1, sizeof buf, f)) > 0)
+                tk_strbuf_add(&sb, buf, got);
+            fclose(f);
+        }
+        free(names[i]);
+    }
+    tk_sha256_hex(sb.buf ? sb.buf : "", sb.len, key);
+    tk_strbuf_release(&sb);
+    return 0;
+}
+
+/* The architectures of the GPUs present, else sm_90. Asking the driver means initializing CUDA,
+ * so the answer is kept in the cache by the GPUs' identity (gpu_identity). */
 static int default_archs(compile *c)
 {
     static char found[TK_AOTI_MAX_ARCHS][16];
+    char key[65], path[PATH_MAX + 100], *text = NULL;
+    size_t len;
+    int known = gpu_identity(key) == 0;
+    if (known && c->cache) {
+        snprintf(path, sizeof path, "%s/gpus-%s.txt", c->cache, key);
+        if (access(path, R_OK) == 0 && tk_file_read(&text, &len, path, 4096) == 0) {
+            for (char *tok = strtok(text, " \n"); tok && c->narchs < TK_AOTI_MAX_ARCHS; tok = strtok(NULL, " \n"))
+                if (tk_aoti_check_arch(tok) == 0) {
+                    snprintf(found[c->narchs], sizeof found[0], "%s", tok);
+                    c->archs[c->narchs] = found[c->narchs];
+                    c->narchs++;
+                }
+            free(text);
+        }
+        tk_error_clear();
+        if (c->narchs)
+            return 0;
+    }
     int n = 0;
-    if (tk_cuda_device_count(&n) == 0) {
+    if (known && tk_cuda_device_count(&n) == 0) {
         for (int i = 0; i < n && c->narchs < TK_AOTI_MAX_ARCHS; i++) {
             int major, minor;
             if (tk_cuda_compute_capability(i, &major, &minor) != 0)
@@ -789,6 +876,14 @@ static int default_archs(compile *c)
         }
     }
     tk_error_clear();
+    if (known && c->narchs && c->cache) {
+        tk_strbuf sb = {0};
+        for (size_t i = 0; i < c->narchs; i++)
+            tk_strbuf_addf(&sb, "%s\n", c->archs[i]);
+        if (sb.buf && tk_file_write_atomic(path, sb.buf, sb.len) != 0)
+            tk_error_clear();
+        tk_strbuf_release(&sb);
+    }
     if (!c->narchs)
         c->archs[c->narchs++] = DEFAULT_ARCH;
     return 0;
@@ -833,6 +928,7 @@ int tk_aoti_compile(const char *in, const char *out, const tk_aoti_options *o, t
     }
     if (rc)
         return rc;
+    open_cache(&c);
     if (!c.narchs)
         default_archs(&c);
     qsort(c.archs, c.narchs, sizeof(char *), cmp_arch);
@@ -858,21 +954,6 @@ int tk_aoti_compile(const char *in, const char *out, const tk_aoti_options *o, t
         rc = check_arch_known(c.archs[i], c.tc.nvcc_archs);
     if (rc || (host && (rc = tk_toolchain_cc(&c.tc))))
         goto done;
-    if (!o->no_cache) {
-        char *root = o->cache_dir ? strdup(o->cache_dir) : tk_default_cache_dir();
-        if (root) {
-            size_t n = strlen(root) + 8;
-            if ((c.cache = malloc(n)))
-                snprintf(c.cache, n, "%s/aoti", root);
-            free(root);
-            if (c.cache && tk_mkdirs(c.cache) != 0) {
-                fprintf(stderr, "tkexport compile: warning: no cache: %s\n", tk_error_last());
-                tk_error_clear();
-                free(c.cache);
-                c.cache = NULL;
-            }
-        }
-    }
     if ((rc = tk_tempdir_new(c.tmp, sizeof c.tmp)))
         goto done;
     if (!(c.jobs = calloc(c.nunits + 1, sizeof(tk_job)))) {
