@@ -232,12 +232,20 @@ def main(argv):
                 got = torch.tensor(values, dtype=torch.float32).reshape(shape)
                 res["errors"]["tkexport"][str(b)] = compare(torch, got, refs[b])
 
-        def measure(name, fn_of_x, before=None):
+        def measure(name, make, before=None):
+            """Times make()'s function per batch; a failure (compiling included) is recorded."""
             res["latency_us"][name] = {}
             res["errors"].setdefault(name, {})
+            fn_of_x, failure = None, None
+            try:
+                fn_of_x = make()
+            except Exception as e:
+                failure = e
             for b in batches:
                 x = inputs[b]
                 try:
+                    if failure is not None:
+                        raise failure
                     t0 = time.perf_counter()
                     y = fn_of_x(x)
                     torch.cuda.synchronize()
@@ -252,14 +260,14 @@ def main(argv):
                 print("torch_ref.py: %s batch %d: %s" % (name, b, res["latency_us"][name][str(b)]), file=sys.stderr)
 
         if "eager" in modes:
-            measure("eager", model)
+            measure("eager", lambda: model)
         if "compile" in modes:
             torch._dynamo.reset()
-            measure("compile", torch.compile(model))
+            measure("compile", lambda: torch.compile(model))
         if "reduce-overhead" in modes:
             torch._dynamo.reset()
             mark = getattr(getattr(torch, "compiler", None), "cudagraph_mark_step_begin", None)
-            measure("reduce-overhead", torch.compile(model, mode="reduce-overhead"), before=mark)
+            measure("reduce-overhead", lambda: torch.compile(model, mode="reduce-overhead"), before=mark)
         if "floor" in modes:
             tiny = torch.zeros(1, device="cuda")
             res["floor_us"] = {
