@@ -1,6 +1,22 @@
 /* The executor: program models prepared for running, weights uploaded once per device, and
  * sessions (tk_session_*) that check inputs, plan intermediates per input-shape signature in one
- * allocation, run each node through the op registry and, on a GPU, replay CUDA graphs. */
+ * allocation, run each node through the op registry and, on a GPU, replay CUDA graphs.
+ *
+ * Plans. The key of a plan is the vector of the program's symbol values (every shape follows from
+ * it); each session keeps its plans, most recently used first, at most MAX_PLANS. A plan gives
+ * each value kept in the session's arena a 256-byte aligned offset: values are placed in program
+ * order at the lowest offset that overlaps no value alive at the same time (lifetimes in node
+ * indices; a node's inputs and outputs never share). The arena is one allocation per session,
+ * reallocated when a plan needs more; that moves every intermediate, so graphs are recaptured.
+ *
+ * Graph pointers. A captured graph bakes every pointer its launches use. On a GPU the session is
+ * "staged": the inputs are copied into arena slots before the nodes run and the outputs copied
+ * from arena slots afterwards, both outside the graph, so a graph touches only the arena (fixed
+ * until it grows) and the weights (fixed for the program's life), and the caller may pass other
+ * tensors, or let the runtime allocate new outputs, on every call. The price is one device copy
+ * of each input and output per call, small next to the nodes for the models this serves. A CPU
+ * session is not staged: inputs are read in place and node outputs that are program outputs are
+ * written straight into the output tensors. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>

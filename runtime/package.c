@@ -235,8 +235,8 @@ void tk_package_close(tk_package *pkg)
 {
     if (!pkg)
         return;
-    /* the reverse of open: weights, tuning tables, the host object, the fatbins, the file */
-    tk_exec_program_free(pkg->prog);
+    /* the reverse of open: tuning tables, the host object, the fatbins, the program and its
+     * uploaded weights, the file */
     for (size_t i = pkg->ntuned; i-- > 0;)
         tk_tune_clear_table(pkg->f->tunes[i].kernel);
     if (pkg->host)
@@ -246,6 +246,7 @@ void tk_package_close(tk_package *pkg)
     for (size_t i = pkg->nfatbins; i-- > 0;)
         tk_fatbin_unregister(&pkg->fatbins[i]);
     free(pkg->fatbins);
+    tk_exec_program_free(pkg->prog);
     free(pkg->inputs);
     free(pkg->outputs);
     free(pkg->out_names);
