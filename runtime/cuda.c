@@ -230,6 +230,10 @@ int tk_cuda_alloc(tk_ctx *ctx, void **ptr, size_t n)
     *ptr = NULL;
     if (rc || n == 0)
         return rc;
+    /* memory made while capturing is not part of the graph, and freed before its replays */
+    if (ctx->cuda->capturing)
+        return tk_error_set(TK_EUNSUPPORTED, "%zu bytes of device memory asked for while a CUDA graph is captured "
+                                             "(an op allocates in its body)", n);
     TK_CU_CHECK(cuMemAlloc(&p, n));
     *ptr = (void *)(uintptr_t)p;
 done:
@@ -379,6 +383,7 @@ int tk_cuda_capture_begin(tk_ctx *ctx)
         return tk_error_set(TK_EUNSUPPORTED, "the CUDA driver has no stream capture (cuStreamBeginCapture_v2)");
     /* thread-local: sessions on other threads may allocate while this one captures */
     TK_CU_CHECK(cuStreamBeginCapture(ctx->cuda->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    ctx->cuda->capturing = 1;
 done:
     return rc;
 }
@@ -393,6 +398,7 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
     if (rc)
         return rc;
     /* always ends the capture, even when the work captured went wrong: the stream is usable again */
+    ctx->cuda->capturing = 0;
     TK_CU_CHECK(cuStreamEndCapture(ctx->cuda->stream, &graph));
     if (!keep)
         goto done;

@@ -151,6 +151,7 @@ typedef struct tk_cu_device {
 struct tk_cuda_ctx {
     tk_cu_device *dev;
     CUstream stream; /* non-blocking: never waits on the legacy default stream */
+    int capturing;   /* a CUDA graph capture is under way on stream (tk_cuda_alloc refuses) */
 };
 
 /* ctx's device, with its primary context made current on the calling thread (driver calls

@@ -10,8 +10,29 @@
 
 #include "tk_test.h"
 
+#include <tk/ops.h>
+
 #include "rt_internal.h"
 #include "tk_test_package.h"
+
+/* test::via_call: y = x + x through tk_call, whose result the body allocates: a graph cannot hold
+ * that, so sessions run it eagerly on every call. */
+static int via_call(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    tk_tensor *t = tk_add(ctx, in[0], in[0]);
+    if (!t)
+        return TK_EINVAL;
+    int rc = tk_tensor_copy(ctx, out[0], t);
+    if (!rc)
+        rc = tk_ctx_sync(ctx); /* t's memory goes back next */
+    tk_tensor_free(t);
+    return rc;
+}
+
+TK_OP(via_call_op, "test::via_call", "(Tensor x) -> Tensor", .cpu = via_call)
+{
+    return via_call(ctx, in, out);
+}
 
 static const tk_device GPU = {TK_DEVICE_CUDA, 0};
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
@@ -131,6 +152,52 @@ static void gpu__sessions_share_weights_and_agree(void **state)
     fixture_release(&fx);
 }
 
+/* x [batch, 4] -> test::via_call -> y */
+static tk_program_model *via_call_model(void)
+{
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::via"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, TP_IN);
+    tk_pm_node *n = tk_pm_add_node(m, "test::via_call", 1, 1, "model.c", 1);
+    n->inputs[0] = 0;
+    tp_set(m, &n->outputs[0], 1, NULL, 2, "batch", 0, TP_IN);
+    tp_set(m, tk_pm_add_output(m), 1, NULL, 2, "batch", 0, TP_IN);
+    tp_op(m, "test::via_call", "(Tensor x) -> Tensor", 0);
+    return m;
+}
+
+static void gpu__uncapturable_ops_run_eagerly(void **state)
+{
+    (void)state;
+    tk_program_model *m = via_call_model();
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    tk_exec_program *p;
+    tk_session *s;
+    tk_exec_stats st;
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'via'"));
+    tk_assert_ok(tk_exec_session_new(&s, p, GPU));
+    for (int i = 0; i < 4; i++) {
+        tk_tensor *x = tp_input(9, i), *y = NULL, *host;
+        tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.last_mode, TK_EXEC_EAGER);
+        tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_F32, 2, tk_tensor_shape(y)));
+        tk_assert_ok(tk_tensor_copy(tk_session_ctx(s), host, y));
+        const float *xp = tk_tensor_data(x), *yp = tk_tensor_data(host);
+        for (int64_t k = 0; k < tk_numel(x); k++)
+            assert_true(yp[k] == xp[k] + xp[k]);
+        tk_tensor_free(host);
+        tk_tensor_free(y);
+        tk_tensor_free(x);
+    }
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    free(w);
+    tk_program_model_free(m);
+}
+
 static void gpu__profiles_use_device_events(void **state)
 {
     (void)state;
@@ -167,6 +234,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
+        cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
