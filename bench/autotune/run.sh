@@ -11,7 +11,8 @@
 #    kernel times from device events, both measured in this run);
 # 4. end to end through libtkrt: `tkexport run --bench` of both packages at each size, the two
 #    alternating size by size, medians of the host round trip per call.
-# Writes OUTDIR/autotune.md (the tables) and the raw outputs beside it.
+# Writes OUTDIR/autotune.md (the tables) and the raw outputs beside it. TKPROG=FILE.tkprog uses
+# that export of model.c instead of exporting here (a tkexport built without the analyzer).
 set -euo pipefail
 
 if [ $# -ne 2 ] || [ "$1" = "--help" ]; then
@@ -28,8 +29,12 @@ cache=$out/cache
 reps=${REPS:-300}
 
 cd "$repo"
-"$tk" export bench/autotune/model.c examples/mlp/silu_op.c examples/mlp/silu.cu --program act --no-cache \
-    -o "$out/act.tkprog"
+if [ -n "${TKPROG:-}" ]; then
+    cp "$TKPROG" "$out/act.tkprog"
+else
+    "$tk" export bench/autotune/model.c examples/mlp/silu_op.c examples/mlp/silu.cu --program act --no-cache \
+        -o "$out/act.tkprog"
+fi
 "$tk" compile "$out/act.tkprog" -o "$out/default.tkpkg" --cache-dir "$cache" --arch sm_90
 start=$(date +%s.%N)
 "$tk" compile "$out/act.tkprog" -o "$out/tuned.tkpkg" --cache-dir "$cache" --arch sm_90 --autotune \
@@ -55,7 +60,7 @@ end=$(date +%s.%N)
 } > "$out/autotune.md"
 
 median_of() { # the median line of tkexport run --bench
-    sed -n 's/.*median \([0-9.]*\) us.*/\1/p' "$1" | head -1
+    awk '$1 == "median" { print $2; exit }' "$1"
 }
 for p in $(seq 10 2 28); do
     n=$((1 << p))

@@ -6,7 +6,9 @@
 # earlier compile: every fatbin and the host object come from it), and prints the medians, with
 # the machine, as a table that also goes to OUTDIR/compile.md.
 #
-# Environment: REPS (5), ARCH (sm_90; nvcc compiles for it whether or not such a GPU is there).
+# Environment: REPS (5), ARCH (sm_90; nvcc compiles for it whether or not such a GPU is there),
+# TKPROG=FILE.tkprog compiles that program instead of exporting examples/mlp here (for machines
+# whose tkexport is built without the analyzer).
 # Exit status: 0 done, 1 a step failed, 2 usage.
 set -euo pipefail
 
@@ -35,10 +37,15 @@ machine="$(hostname), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo 2>/d
 nvcc_version=$("${TKEXPORT_NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}" --version 2>/dev/null | grep -m1 release | sed 's/.*release /release /' || echo '?')
 commit=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')
 
-"$mlp" --write-weights "$out/mlp.safetensors"
-t0=$(now)
-(cd "$repo" && "$tk" export examples/mlp --program mlp --weights "$out/mlp.safetensors" -o "$out/mlp.tkprog")
-t_export=$(elapsed "$t0" "$(now)")
+if [ -n "${TKPROG:-}" ]; then
+    cp "$TKPROG" "$out/mlp.tkprog"
+    t_export="n/a (TKPROG)"
+else
+    "$mlp" --write-weights "$out/mlp.safetensors"
+    t0=$(now)
+    (cd "$repo" && "$tk" export examples/mlp --program mlp --weights "$out/mlp.safetensors" -o "$out/mlp.tkprog")
+    t_export=$(elapsed "$t0" "$(now)")
+fi
 
 compile() { # compile CACHE_DIR: prints the seconds it took
     local t0 t1
