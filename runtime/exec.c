@@ -920,7 +920,6 @@ static int run_profiled(tk_session *s, tk_tensor **t)
  * fails (an op that allocates or synchronizes) leaves the signature eager for good. */
 static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
 {
-    int rc;
     if (pl->graph && pl->graph_arena != s->arena_gen) {
         tk_cuda_graph_free(s->ctx, pl->graph);
         pl->graph = NULL;
@@ -932,8 +931,11 @@ static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
     }
     if (pl->runs == 0 || pl->graph_state == GRAPH_NEVER)
         return run_nodes(s, t, NULL);
-    if ((rc = tk_cuda_capture_begin(s->ctx)))
-        return rc;
+    if (tk_cuda_capture_begin(s->ctx)) {
+        pl->graph_state = GRAPH_NEVER;
+        tk_error_clear();
+        return run_nodes(s, t, NULL);
+    }
     int body = run_nodes(s, t, NULL);
     void *exec = NULL;
     int end = tk_cuda_capture_end(s->ctx, body == 0, &exec);
