@@ -374,6 +374,9 @@ done:
 
 enum { GRAPH_NONE, GRAPH_READY, GRAPH_NEVER };
 
+/* At most this many inputs plus outputs for direct graphs. */
+#define TK_DIRECT_MAX 32
+
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
 typedef struct plan {
@@ -386,6 +389,16 @@ typedef struct plan {
     int graph_state;
     void *graph;           /* CUgraphExec */
     unsigned graph_arena;  /* the arena generation the graph's pointers belong to */
+    /* The direct graph: captured with the caller's input and output pointers themselves, for
+     * callers that run the same shape on the same tensors again and again (a serving loop, a
+     * benchmark), which then skip the staging copies. Used once two consecutive runs brought the
+     * same pointers; any other pointers take the staged path. */
+    void *ptrs[TK_DIRECT_MAX];
+    size_t nptrs;
+    size_t same_ptr_runs;
+    int direct_state;
+    void *direct;
+    unsigned direct_arena;
     struct plan *next;
 } plan;
 
@@ -434,6 +447,7 @@ static void plan_free(tk_session *s, plan *pl)
     if (!pl)
         return;
     tk_cuda_graph_free(s->ctx, pl->graph);
+    tk_cuda_graph_free(s->ctx, pl->direct);
     free(pl->shapes);
     free(pl->offset);
     free(pl->size);
@@ -956,7 +970,7 @@ static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
 /* Tensors for every value of this run: inputs (the caller's, or arena copies when staged),
  * parameters, arena views, and outputs (the caller's or new ones, noted in made[]). */
 static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_tensor **out, tk_tensor **t,
-                        tk_tensor **views, unsigned char *made)
+                        tk_tensor **views, unsigned char *made, int direct)
 {
     const tk_exec_program *p = s->p;
     tk_device dev = s->ctx->device;
@@ -972,7 +986,11 @@ static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_
     }
     for (size_t v = 0; v < p->nvalues; v++) {
         const xvalue *x = &p->values[v];
-        if (pl->offset[v] != SIZE_MAX) {
+        if (direct && x->kind == V_INPUT) {
+            t[v] = in[x->index];
+        } else if (direct && x->kind == V_NODE && x->output >= 0) {
+            t[v] = out[x->output];
+        } else if (pl->offset[v] != SIZE_MAX) {
             if ((rc = tk_tensor_wrap(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS],
                                      s->arena ? (char *)s->arena + pl->offset[v] : NULL)))
                 return rc;
@@ -990,6 +1008,71 @@ static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_
     return 0;
 }
 
+/* Whether this run may use the direct graph: a graphs session, caller-supplied outputs that are
+ * distinct node values, everything on the session's device; counts consecutive runs with the
+ * same pointers (a different set drops the direct graph). */
+static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out, const unsigned char *made)
+{
+    const tk_exec_program *p = s->p;
+    size_t nin = p->m->ninputs, nout = p->m->noutputs;
+    void *ptrs[TK_DIRECT_MAX];
+    if (!s->graphs || s->profiling || pl->direct_state == GRAPH_NEVER || nin + nout > TK_DIRECT_MAX)
+        return 0;
+    for (size_t i = 0; i < nin; i++) {
+        if (!same_dev(tk_tensor_device(in[i]), s->ctx->device))
+            return 0;
+        ptrs[i] = tk_tensor_data(in[i]);
+    }
+    for (size_t i = 0; i < nout; i++) {
+        const xvalue *x = &p->values[p->outputs[i]];
+        if (made[i] || x->kind != V_NODE || x->output != (int)i || !same_dev(tk_tensor_device(out[i]), s->ctx->device))
+            return 0;
+        ptrs[nin + i] = tk_tensor_data(out[i]);
+    }
+    size_t n = nin + nout;
+    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, n * sizeof(void *))) {
+        pl->same_ptr_runs++;
+    } else {
+        memcpy(pl->ptrs, ptrs, n * sizeof(void *));
+        pl->nptrs = n;
+        pl->same_ptr_runs = 0;
+        tk_cuda_graph_free(s->ctx, pl->direct);
+        pl->direct = NULL;
+    }
+    return pl->same_ptr_runs >= 1;
+}
+
+/* The direct graph: replayed, or captured now (a failed capture leaves the staged path). */
+static int run_direct(tk_session *s, plan *pl, tk_tensor **t)
+{
+    if (pl->direct && pl->direct_arena != s->arena_gen) {
+        tk_cuda_graph_free(s->ctx, pl->direct);
+        pl->direct = NULL;
+    }
+    if (pl->direct) {
+        s->last_mode = TK_EXEC_REPLAYED;
+        return tk_cuda_graph_launch(s->ctx, pl->direct);
+    }
+    if (tk_cuda_capture_begin(s->ctx)) {
+        pl->direct_state = GRAPH_NEVER;
+        tk_error_clear();
+        return run_nodes(s, t, NULL);
+    }
+    int body = run_nodes(s, t, NULL);
+    void *exec = NULL;
+    int end = tk_cuda_capture_end(s->ctx, body == 0, &exec);
+    if (body || end || !exec) {
+        tk_cuda_graph_free(s->ctx, exec);
+        pl->direct_state = GRAPH_NEVER;
+        tk_error_clear();
+        return run_nodes(s, t, NULL);
+    }
+    pl->direct = exec;
+    pl->direct_arena = s->arena_gen;
+    s->last_mode = TK_EXEC_CAPTURED;
+    return tk_cuda_graph_launch(s->ctx, exec);
+}
+
 static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out, unsigned char *made)
 {
     const tk_exec_program *p = s->p;
@@ -1000,10 +1083,20 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
         return tk_error_set(TK_ENOMEM, "out of memory");
     tk_tensor **views = t + n;
     s->last_mode = TK_EXEC_EAGER;
-    if ((rc = arena_reserve(s, pl->total)) || (rc = bind_tensors(s, pl, in, out, t, views, made)))
+    if ((rc = arena_reserve(s, pl->total)))
+        goto done;
+    /* outputs the runtime allocates exist only after binding: direct graphs need the caller's */
+    int direct = 0;
+    for (size_t i = 0; i < p->m->noutputs && out[i]; i++)
+        direct = i + 1 == p->m->noutputs;
+    if (direct)
+        direct = direct_ready(s, pl, in, out, made);
+    if ((rc = bind_tensors(s, pl, in, out, t, views, made, direct)))
         goto done;
     if (s->profiling)
         rc = run_profiled(s, t);
+    else if (direct)
+        rc = run_direct(s, pl, t);
     else if (s->graphs)
         rc = run_graph(s, pl, t);
     else

@@ -225,6 +225,76 @@ static void gpu__profiles_use_device_events(void **state)
     fixture_release(&fx);
 }
 
+/* Device tensors from the host. */
+static tk_tensor *on_gpu(tk_ctx *ctx, const tk_tensor *host)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, ctx, GPU, TK_F32, 2, tk_tensor_shape(host)));
+    tk_assert_ok(tk_tensor_copy(ctx, t, host));
+    return t;
+}
+
+static tk_tensor *to_host(tk_ctx *ctx, const tk_tensor *dev)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, CPU, TK_F32, 2, tk_tensor_shape(dev)));
+    tk_assert_ok(tk_tensor_copy(ctx, t, dev));
+    return t;
+}
+
+/* A caller that runs one shape on the same device tensors again and again gets the direct
+ * graph (no staging copies) from its second run; it reads the inputs' current contents; other
+ * output tensors take the staged path again. */
+static void gpu__same_tensors_run_through_a_direct_graph(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *g;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU));
+    tk_ctx *ctx = tk_session_ctx(g);
+    const int64_t oshape[] = {13, TP_OUT};
+    tk_tensor *x = tp_input(13, 3), *dx = on_gpu(ctx, x), *dout[2], *other[2];
+    for (int i = 0; i < 2; i++) {
+        tk_assert_ok(tk_tensor_new(&dout[i], ctx, GPU, TK_F32, 2, oshape));
+        tk_assert_ok(tk_tensor_new(&other[i], ctx, GPU, TK_F32, 2, oshape));
+    }
+    const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_CAPTURED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
+    for (int i = 0; i < 5; i++) {
+        if (i == 4) { /* new contents in the same input tensor */
+            tk_tensor_free(x);
+            x = tp_input(13, 9);
+            tk_assert_ok(tk_tensor_copy(ctx, dx, x));
+        }
+        tk_assert_ok(tk_session_run(g, &dx, 1, dout, 2));
+        tk_assert_ok(tk_ctx_sync(ctx));
+        tk_exec_session_stats(g, &st);
+        assert_int_equal(st.last_mode, want[i < 4 ? i : 3]);
+        tk_tensor *y = to_host(ctx, dout[0]), *h = to_host(ctx, dout[1]);
+        tp_check(x, y, h);
+        tk_tensor_free(y);
+        tk_tensor_free(h);
+    }
+    /* other outputs: the staged graph of the signature */
+    tk_assert_ok(tk_session_run(g, &dx, 1, other, 2));
+    tk_assert_ok(tk_ctx_sync(ctx));
+    tk_exec_session_stats(g, &st);
+    assert_int_equal(st.last_mode, TK_EXEC_CAPTURED);
+    tk_tensor *y = to_host(ctx, other[0]), *h = to_host(ctx, other[1]);
+    tp_check(x, y, h);
+    tk_tensor_free(y);
+    tk_tensor_free(h);
+    for (int i = 0; i < 2; i++) {
+        tk_tensor_free(dout[i]);
+        tk_tensor_free(other[i]);
+    }
+    tk_tensor_free(dx);
+    tk_tensor_free(x);
+    tk_session_free(g);
+    fixture_release(&fx);
+}
+
 int main(void)
 {
     if (tk_cuda_available() != 0) {
@@ -236,6 +306,7 @@ int main(void)
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
+        cmocka_unit_test(gpu__same_tensors_run_through_a_direct_graph),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
