@@ -57,7 +57,7 @@ endif()
 # a .npy input written by run_ref, the output against run_ref's reference
 step(0 COMMAND ${RUN_REF} input ${WORK}/x.npy 37)
 step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x.npy --output-dir ${WORK}/out
-  STDOUT "program 'mlp' on ${DEVICE}.*x: bf16\\[37, 128\\]  from [^\n]*x.npy\nout0: bf16\\[37, 128\\] [^\n]* -> [^\n]*out/out0.npy\n")
+  STDOUT "program 'mlp' on ${DEVICE}.*x: bf16\\[37, 128\\]  from [^\n]*x.npy\npackage opened in [0-9.]+ ms [^\n]*\nout0: bf16\\[37, 128\\] [^\n]* -> [^\n]*out/out0.npy\n")
 step(0 COMMAND ${RUN_REF} check ${WEIGHTS} ${WORK}/x.npy ${WORK}/out/out0.npy STDOUT " 0 outside")
 
 # an output read back as an input (bf16 written as float32, read as bf16 again)
