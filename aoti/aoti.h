@@ -94,6 +94,9 @@ typedef struct tk_aoti_tune {
     char *params[TK_TUNE_MAX_PARAMS];
     int values[TK_TUNE_MAX_CONFIGS][TK_TUNE_MAX_PARAMS];
     const char *source; /* the .cu defining the kernel */
+    char *hparam;       /* TK_HEURISTIC's parameter, or NULL */
+    int nh;             /* its values (1 without a heuristic): variant v is config v / nh, value v % nh */
+    int hvalues[TK_TUNE_MAX_CONFIGS];
     int measured, cached;
     char device[128], driver[32];
     size_t nrows;
@@ -105,7 +108,8 @@ typedef struct tk_aoti_tune {
 int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n);
 void tk_aoti_tunes_free(tk_aoti_tune *t, size_t n);
 
-/* A compiled piece the tuner loads: a fatbin (config >= 0) or the host object (config -1). */
+/* A compiled piece the tuner loads: a fatbin (config >= 0: the variant index, "@cN") or the host
+ * object (config -1). */
 typedef struct tk_aoti_blob {
     const char *entry;
     const unsigned char *bytes;

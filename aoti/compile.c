@@ -304,8 +304,8 @@ static void argv_free(char **v)
 static char **nvcc_argv(compile *c, const unit *u, const char *out)
 {
     const char *path = u->src->path;
-    const char *items[8 + 4 * TK_AOTI_MAX_ARCHS + TK_TUNE_MAX_PARAMS];
-    char gencode[TK_AOTI_MAX_ARCHS + 1][64], inc[PATH_MAX + 4], defs[TK_TUNE_MAX_PARAMS][160];
+    const char *items[8 + 4 * TK_AOTI_MAX_ARCHS + TK_TUNE_MAX_PARAMS + 1];
+    char gencode[TK_AOTI_MAX_ARCHS + 1][64], inc[PATH_MAX + 4], defs[TK_TUNE_MAX_PARAMS + 1][160];
     size_t n = 0;
     snprintf(inc, sizeof inc, "-I%s", c->include);
     items[n++] = c->tc.nvcc;
@@ -323,8 +323,13 @@ static char **nvcc_argv(compile *c, const unit *u, const char *out)
     items[n++] = "-gencode";
     items[n++] = gencode[c->narchs];
     for (int i = 0; u->tune && i < u->tune->nparams; i++) {
-        snprintf(defs[i], sizeof defs[i], "-D%s=%d", u->tune->params[i], u->tune->values[u->config][i]);
+        snprintf(defs[i], sizeof defs[i], "-D%s=%d", u->tune->params[i], u->tune->values[u->config / u->tune->nh][i]);
         items[n++] = defs[i];
+    }
+    if (u->tune && u->tune->hparam) {
+        snprintf(defs[TK_TUNE_MAX_PARAMS], sizeof defs[0], "-D%s=%d", u->tune->hparam,
+                 u->tune->hvalues[u->config % u->tune->nh]);
+        items[n++] = defs[TK_TUNE_MAX_PARAMS];
     }
     const char *tail[] = {"-o", out, path};
     return argv_new(items, n, tail, 3);
@@ -432,7 +437,7 @@ static int plan(compile *c)
         rc = tk_aoti_find_tunes(m, &c->tunes, &c->ntunes);
     size_t nunits = 1;
     for (size_t t = 0; t < c->ntunes; t++)
-        nunits += (size_t)c->tunes[t].nconfigs;
+        nunits += (size_t)c->tunes[t].nconfigs * (size_t)c->tunes[t].nh;
     unit *grown = rc ? NULL : realloc(c->units, (m->nsources + nunits + 1) * sizeof(unit));
     if (!rc && !grown)
         rc = tk_error_set(TK_ENOMEM, "out of memory");
@@ -457,11 +462,14 @@ static int plan(compile *c)
                 tune = &c->tunes[t];
             }
         }
-        for (int cfg = 0; cfg < (tune && c->variants ? tune->nconfigs : 1) && !rc; cfg++) {
+        /* variant v: configuration v / nh with the heuristic's value v % nh; every configuration
+         * with --autotune on a GPU, else the default's (with every heuristic value) */
+        int nvariants = tune ? (c->variants ? tune->nconfigs : 1) * tune->nh : 1;
+        for (int v = 0; v < nvariants && !rc; v++) {
             unit *u = &c->units[c->nunits++];
             u->src = &m->sources[s];
             u->tune = tune;
-            u->config = cfg;
+            u->config = v;
         }
     }
     if (!rc && have_c)
@@ -634,13 +642,21 @@ static void add_tuning(compile *c, cJSON *doc)
         for (int k = 0; k < t->nparams; k++)
             cJSON_AddItemToArray(params, cJSON_CreateString(t->params[k]));
         cJSON *configs = cJSON_AddArrayToObject(o, "configs");
-        cJSON *fatbins = cJSON_AddArrayToObject(o, "fatbins");
-        for (int cfg = 0; cfg < t->nconfigs; cfg++) {
+        for (int cfg = 0; cfg < t->nconfigs; cfg++)
             cJSON_AddItemToArray(configs, cJSON_CreateIntArray(t->values[cfg], t->nparams));
-            for (size_t u = 0; u < c->nunits; u++)
-                if (c->units[u].tune == t && c->units[u].config == cfg)
-                    cJSON_AddItemToArray(fatbins, cJSON_CreateString(c->units[u].entry));
+        if (t->hparam) {
+            cJSON *h = cJSON_AddObjectToObject(o, "heuristic");
+            cJSON_AddStringToObject(h, "param", t->hparam);
+            cJSON_AddItemToObject(h, "values", cJSON_CreateIntArray(t->hvalues, t->nh));
+        } else {
+            cJSON_AddNullToObject(o, "heuristic");
         }
+        /* variant v is configuration v / nh with the heuristic's value v % nh */
+        cJSON *fatbins = cJSON_AddArrayToObject(o, "fatbins");
+        for (int v = 0; v < t->nconfigs * t->nh; v++)
+            for (size_t u = 0; u < c->nunits; u++)
+                if (c->units[u].tune == t && c->units[u].config == v)
+                    cJSON_AddItemToArray(fatbins, cJSON_CreateString(c->units[u].entry));
         cJSON_AddBoolToObject(o, "measured", t->measured);
         cJSON_AddItemToObject(o, "device", str_or_null(t->measured ? t->device : NULL));
         cJSON_AddItemToObject(o, "driver", str_or_null(t->measured ? t->driver : NULL));

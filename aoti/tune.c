@@ -182,6 +182,7 @@ static int program_launches(const tk_program_model *m, const char *kernel)
 
 static void tune_release(tk_aoti_tune *t)
 {
+    free(t->hparam);
     free(t->kernel);
     free(t->key);
     free(t->file);
@@ -195,6 +196,94 @@ void tk_aoti_tunes_free(tk_aoti_tune *t, size_t n)
     for (size_t i = 0; t && i < n; i++)
         tune_release(&t[i]);
     free(t);
+}
+
+/* TK_HEURISTIC(kernel, "PARAM", "0 1") in the .c sources, joined to the kernel's tune. */
+static int find_heuristics(const tk_program_model *m, tk_aoti_tune *tunes, size_t n)
+{
+    int rc = 0;
+    for (size_t s = 0; s < m->nsources && !rc; s++) {
+        const tk_pm_source *src = &m->sources[s];
+        if (!ends_with(src->path, ".c"))
+            continue;
+        const char *text = (const char *)src->data;
+        lexer lx = {text, text + src->len};
+        while (!rc && lx.p < lx.end) {
+            skip_space(&lx);
+            if (lx.p >= lx.end)
+                break;
+            if (*lx.p == '"' || *lx.p == '\'') {
+                char q = *lx.p++;
+                while (lx.p < lx.end && *lx.p != q && *lx.p != '\n')
+                    lx.p += *lx.p == '\\' ? 2 : 1;
+                lx.p++;
+                continue;
+            }
+            if (!isalpha((unsigned char)*lx.p) && *lx.p != '_') {
+                lx.p++;
+                continue;
+            }
+            const char *w = lx.p;
+            while (lx.p < lx.end && (isalnum((unsigned char)*lx.p) || *lx.p == '_'))
+                lx.p++;
+            if ((size_t)(lx.p - w) != 12 || strncmp(w, "TK_HEURISTIC", 12) != 0)
+                continue;
+            int line = line_at(text, w);
+            skip_space(&lx);
+            if (lx.p >= lx.end || *lx.p != '(')
+                continue;
+            lx.p++;
+            skip_space(&lx);
+            const char *id = lx.p;
+            while (lx.p < lx.end && (isalnum((unsigned char)*lx.p) || *lx.p == '_'))
+                lx.p++;
+            char *kernel = strndup(id, (size_t)(lx.p - id)), *param = NULL, *values = NULL;
+            skip_space(&lx);
+            if (lx.p < lx.end && *lx.p == ',') {
+                lx.p++;
+                param = read_string(&lx);
+                skip_space(&lx);
+                if (param && lx.p < lx.end && *lx.p == ',') {
+                    lx.p++;
+                    values = read_string(&lx);
+                }
+            }
+            tk_aoti_tune *t = NULL;
+            for (size_t i = 0; kernel && i < n && !t; i++)
+                if (!strcmp(tunes[i].kernel, kernel))
+                    t = &tunes[i];
+            if (!param || !values || !param[0])
+                rc = tk_error_set(TK_EINVAL, "%s:%d: TK_HEURISTIC(%s, \"PARAM\", \"values\") takes the parameter's name "
+                                  "and the integers to compile", src->path, line, kernel ? kernel : "?");
+            else if (t && t->hparam)
+                rc = tk_error_set(TK_EINVAL, "%s:%d: kernel '%s' has a second TK_HEURISTIC (one per kernel)", src->path,
+                                  line, kernel);
+            else if (t) {
+                char *words[TK_TUNE_MAX_CONFIGS + 1];
+                int nv = split_words(values, words, TK_TUNE_MAX_CONFIGS);
+                for (int i = 0; i < nv && nv <= TK_TUNE_MAX_CONFIGS && !rc; i++) {
+                    char *end;
+                    t->hvalues[i] = (int)strtol(words[i], &end, 10);
+                    if (*end)
+                        rc = 1;
+                }
+                if (rc || nv < 1 || nv > TK_TUNE_MAX_CONFIGS || nv * t->nconfigs > TK_TUNE_MAX_CONFIGS)
+                    rc = tk_error_set(TK_EINVAL, "%s:%d: TK_HEURISTIC(%s, \"%s\", ...): the values are not 1 to %d "
+                                      "integers (with the configurations, at most %d variants)", src->path, line,
+                                      kernel, param, TK_TUNE_MAX_CONFIGS, TK_TUNE_MAX_CONFIGS);
+                else {
+                    t->nh = nv;
+                    t->hparam = param;
+                    param = NULL;
+                }
+            }
+            /* a heuristic of a kernel this program does not tune is not this program's concern */
+            free(kernel);
+            free(param);
+            free(values);
+        }
+    }
+    return rc;
 }
 
 int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
@@ -252,6 +341,10 @@ int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
                 (*n)++;
         }
     }
+    for (size_t i = 0; i < *n; i++)
+        v[i].nh = 1;
+    if (!rc)
+        rc = find_heuristics(m, v, *n);
     for (size_t i = 0; i < *n && !rc; i++)
         for (size_t j = 0; j < i && !rc; j++)
             if (!strcmp(v[i].kernel, v[j].kernel))
@@ -474,6 +567,8 @@ static int cache_key(const tk_aoti_tune *t, const char *device, int driver, cons
     for (int c = 0; c < t->nconfigs && !rc; c++)
         for (int k = 0; k < t->nparams && !rc; k++)
             rc = tk_strbuf_addf(&sb, "%s%d", k ? "," : "\n", t->values[c][k]);
+    for (int h = 0; t->hparam && h < t->nh && !rc; h++)
+        rc = tk_strbuf_addf(&sb, "%s%d", h ? "," : "\nheuristic ", t->hvalues[h]);
     for (size_t i = 0; i < nblobs && !rc; i++) {
         char hex[65];
         tk_sha256_hex(blobs[i].bytes, blobs[i].len, hex);

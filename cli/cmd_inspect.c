@@ -84,7 +84,13 @@ static void write_tuning(const tk_pkgfile *f, FILE *out)
         const tk_pkg_tune *t = &f->tunes[i];
         char cfg[160], def[160];
         fprintf(out, "  %s: key '%s' by powers of two, %d configurations (%zu compiled), default %s\n", t->kernel,
-                t->key, t->nconfigs, t->nfatbins, config_text(t, 0, def, sizeof def));
+                t->key, t->nconfigs, t->nfatbins / (size_t)t->nh, config_text(t, 0, def, sizeof def));
+        if (t->hparam) {
+            fprintf(out, "    heuristic %s in {", t->hparam);
+            for (int h = 0; h < t->nh; h++)
+                fprintf(out, "%s%d", h ? ", " : "", t->hvalues[h]);
+            fprintf(out, "}: chosen by the op per call, %d variants per configuration\n", t->nh);
+        }
         if (!t->measured) {
             fprintf(out, "    not measured (compiled without --autotune or without a GPU): the default for every size\n");
             continue;

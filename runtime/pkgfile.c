@@ -335,9 +335,27 @@ static int read_tune(reader *r, const cJSON *o, tk_pkg_tune *t, size_t index)
         (rc = get_array(r, o, "fatbins", &fatbins, &nf, TK_TUNE_MAX_CONFIGS, where)) ||
         (rc = get_array(r, o, "table", &table, &nt, TK_TUNE_BUCKETS, where)))
         return rc;
-    if (!np || !nc || !nf || nf > nc)
-        return bad(r, "manifest.json: %s: kernel '%s' needs parameters, configurations and 1 to %zu fatbins", where,
-                   t->kernel, nc);
+    t->nh = 1;
+    const cJSON *heur = cJSON_GetObjectItemCaseSensitive(o, "heuristic");
+    if (heur && !cJSON_IsNull(heur)) {
+        const cJSON *hv, *x2;
+        size_t nv = 0;
+        if ((rc = get_str(r, heur, "param", &t->hparam, where)) ||
+            (rc = get_array(r, heur, "values", &hv, &nv, TK_TUNE_MAX_CONFIGS, where)))
+            return rc;
+        if (!nv)
+            return bad(r, "manifest.json: %s: kernel '%s' has a heuristic without values", where, t->kernel);
+        t->nh = 0;
+        cJSON_ArrayForEach(x2, hv)
+        {
+            if (!cJSON_IsNumber(x2) || x2->valuedouble != floor(x2->valuedouble) || fabs(x2->valuedouble) > 1e9)
+                return bad(r, "manifest.json: %s: a heuristic value of kernel '%s' is not an integer", where, t->kernel);
+            t->hvalues[t->nh++] = (int)x2->valuedouble;
+        }
+    }
+    if (!np || !nc || nc * (size_t)t->nh > TK_TUNE_MAX_CONFIGS || (nf != (size_t)t->nh && nf != nc * (size_t)t->nh))
+        return bad(r, "manifest.json: %s: kernel '%s' needs parameters, configurations and a fatbin per variant (%d, "
+                   "or %zu with every configuration)", where, t->kernel, t->nh, nc * (size_t)t->nh);
     t->nparams = (int)np;
     t->nconfigs = (int)nc;
     int k = 0;
@@ -388,11 +406,11 @@ static int read_tune(reader *r, const cJSON *o, tk_pkg_tune *t, size_t index)
         const cJSON *b = cJSON_GetObjectItemCaseSensitive(x, "bucket"), *w = cJSON_GetObjectItemCaseSensitive(x, "winner");
         const cJSON *kv = cJSON_GetObjectItemCaseSensitive(x, "key"), *times = cJSON_GetObjectItemCaseSensitive(x, "times_us");
         if (!cJSON_IsNumber(b) || b->valuedouble < 0 || b->valuedouble >= TK_TUNE_BUCKETS || !cJSON_IsNumber(w) ||
-            w->valuedouble < 0 || w->valuedouble >= (double)t->nfatbins || !cJSON_IsNumber(kv) ||
+            w->valuedouble < 0 || w->valuedouble >= (double)(t->nfatbins / (size_t)t->nh) || !cJSON_IsNumber(kv) ||
             cJSON_GetArraySize(times) != t->nconfigs)
             return bad(r, "manifest.json: %s: table row %zu of kernel '%s' is malformed (bucket 0..%d, a winner among "
                        "the %zu compiled configurations, a time per configuration)", where, t->nrows, t->kernel,
-                       TK_TUNE_BUCKETS - 1, t->nfatbins);
+                       TK_TUNE_BUCKETS - 1, t->nfatbins / (size_t)t->nh);
         row->bucket = (int)b->valuedouble;
         row->winner = (int)w->valuedouble;
         row->key = (int64_t)kv->valuedouble;
@@ -624,6 +642,7 @@ void tk_pkgfile_free(tk_pkgfile *f)
         tk_pkg_tune *t = &f->tunes[i];
         free(t->kernel);
         free(t->key);
+        free(t->hparam);
         free(t->device);
         free(t->driver);
         for (int k = 0; k < t->nparams; k++)

@@ -50,15 +50,18 @@ typedef struct tk_pkg_tune_row {
     double times_us[TK_TUNE_MAX_CONFIGS]; /* negative: the configuration could not run */
 } tk_pkg_tune_row;
 
-/* A tuned kernel (manifest "tuning"): its declaration, the fatbin of each compiled configuration
+/* A tuned kernel (manifest "tuning"): its declaration, the fatbin of each compiled variant
  * (fatbins[0] the default; the others named "...@cN.fatbin"), and what measuring found. */
 typedef struct tk_pkg_tune {
     char *kernel, *key;
     int nparams, nconfigs;
     char *params[TK_TUNE_MAX_PARAMS];
     int values[TK_TUNE_MAX_CONFIGS][TK_TUNE_MAX_PARAMS];
+    char *hparam; /* the TK_HEURISTIC parameter, or NULL */
+    int nh;       /* its values (1 without one) */
+    int hvalues[TK_TUNE_MAX_CONFIGS];
     size_t nfatbins;
-    char *fatbins[TK_TUNE_MAX_CONFIGS];
+    char *fatbins[TK_TUNE_MAX_CONFIGS]; /* variant v: configuration v / nh, heuristic value v % nh */
     int measured;
     char *device, *driver;
     size_t nrows;

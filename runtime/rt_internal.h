@@ -79,6 +79,8 @@ struct tk_ctx {
      * of that kernel launches; and a configuration forced for every call (the tuner's runs) */
     const tk_kernel *tune_kernel;
     int tune_config;
+    int tune_variant;  /* the TK_HEURISTIC value's index tk_tune_set chose */
+    int tune_variants; /* the variants are loaded (a package's table, or the tuner) */
     int64_t tune_key;
     const char *tune_force_kernel;
     int tune_force_config;
@@ -134,7 +136,9 @@ int tk_tune_set_table(const char *kernel, const signed char *table);
 void tk_tune_clear_table(const char *kernel);
 /* The declaration of kernel, with its parameter and configuration counts. */
 int tk_tune_describe(const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl);
-/* The configuration tk_wrap of kernel launches on ctx: the one tk_tune chose last, else 0. */
+/* The variant tk_wrap of kernel launches on ctx: configuration * (heuristic values) + the
+ * heuristic value's index, for the configuration tk_tune chose last; 0 (the default) when no
+ * package brought the kernel's variants. */
 int tk_tune_config_for(tk_ctx *ctx, const tk_kernel *kernel);
 
 /* Fatbins embedded by tk_add_kernels (cmake/tkexport_kernels.cmake) register themselves from a

@@ -19,8 +19,18 @@ typedef struct tune_entry {
     struct tune_entry *next;
 } tune_entry;
 
+/* A heuristic parameter, registered apart from its TK_AUTOTUNE (either may load first). */
+typedef struct heur_entry {
+    tk_heuristic_node *node;
+    char kernel[128];
+    int nvalues;
+    int values[TK_TUNE_MAX_CONFIGS];
+    struct heur_entry *next;
+} heur_entry;
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static tune_entry *entries;
+static heur_entry *heuristics;
 
 int tk_tune_bucket(int64_t key)
 {
@@ -120,6 +130,80 @@ static tune_entry *find(const char *kernel)
     return NULL;
 }
 
+static heur_entry *find_heuristic(const char *kernel)
+{
+    for (heur_entry *h = heuristics; h; h = h->next)
+        if (!strcmp(h->kernel, kernel))
+            return h;
+    return NULL;
+}
+
+void tk_heuristic_register(tk_heuristic_node *node)
+{
+    const tk_heuristic_decl *d = node ? node->decl : NULL;
+    heur_entry *h = d && d->kernel && d->param && d->values ? calloc(1, sizeof(*h)) : NULL;
+    if (!h)
+        return;
+    snprintf(h->kernel, sizeof h->kernel, "%s", d->kernel->name);
+    const char *p = d->values;
+    char *end;
+    while (*p && h->nvalues < TK_TUNE_MAX_CONFIGS) {
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        h->values[h->nvalues++] = (int)v;
+        for (p = end; *p == ' '; p++)
+            ;
+    }
+    if (*p || h->nvalues == 0) {
+        fprintf(stderr, "tkexport: TK_HEURISTIC of '%s' (%s:%d): \"%s\" is not a list of integers; ignored\n",
+                h->kernel, d->file ? d->file : "?", d->line, d->values);
+        free(h);
+        return;
+    }
+    h->node = node;
+    pthread_mutex_lock(&lock);
+    h->next = heuristics;
+    heuristics = h;
+    pthread_mutex_unlock(&lock);
+}
+
+void tk_heuristic_unregister(tk_heuristic_node *node)
+{
+    pthread_mutex_lock(&lock);
+    for (heur_entry **p = &heuristics; *p; p = &(*p)->next) {
+        if ((*p)->node == node) {
+            heur_entry *h = *p;
+            *p = h->next;
+            free(h);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+int tk_tune_set(tk_ctx *ctx, const tk_kernel *kernel, const char *param, int value)
+{
+    if (!ctx || !kernel || !param)
+        return tk_error_set(TK_EINVAL, "tk_tune_set: no %s", !ctx ? "context" : !kernel ? "kernel" : "parameter");
+    pthread_mutex_lock(&lock);
+    heur_entry *h = find_heuristic(kernel->name);
+    int rc = 0, idx = -1;
+    if (!h || strcmp(h->node->decl->param, param) != 0)
+        rc = tk_error_set(TK_EINVAL, "tk_tune_set: kernel '%s' declares no heuristic parameter '%s' (TK_HEURISTIC)",
+                          kernel->name, param);
+    for (int i = 0; !rc && i < h->nvalues && idx < 0; i++)
+        if (h->values[i] == value)
+            idx = i;
+    if (!rc && idx < 0)
+        rc = tk_error_set(TK_EINVAL, "tk_tune_set: kernel '%s' compiles %s for the values \"%s\", not %d", kernel->name,
+                          param, h->node->decl->values, value);
+    if (!rc && ctx->tune_kernel && !strcmp(ctx->tune_kernel->name, kernel->name))
+        ctx->tune_variant = idx;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 int tk_tune_set_table(const char *kernel, const signed char *table)
 {
     pthread_mutex_lock(&lock);
@@ -184,6 +268,9 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key)
         ctx->tune_kernel = kernel;
         ctx->tune_config = config;
         ctx->tune_key = key;
+        ctx->tune_variant = 0;
+        /* the compiled variants are there when a package brought a table, or for the tuner */
+        ctx->tune_variants = e->has_table || ctx->tune_force_kernel != NULL;
         values = e->values[config];
     }
     pthread_mutex_unlock(&lock);
@@ -192,5 +279,12 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key)
 
 int tk_tune_config_for(tk_ctx *ctx, const tk_kernel *kernel)
 {
-    return ctx && ctx->tune_kernel && kernel && !strcmp(ctx->tune_kernel->name, kernel->name) ? ctx->tune_config : 0;
+    if (!ctx || !ctx->tune_kernel || !kernel || strcmp(ctx->tune_kernel->name, kernel->name) != 0 ||
+        !ctx->tune_variants)
+        return 0;
+    pthread_mutex_lock(&lock);
+    heur_entry *h = find_heuristic(kernel->name);
+    int n = h ? h->nvalues : 1;
+    pthread_mutex_unlock(&lock);
+    return ctx->tune_config * n + ctx->tune_variant;
 }

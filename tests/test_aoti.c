@@ -227,12 +227,13 @@ static void compile__cache_reuses_and_recompiles_only_the_changed_kernel(void **
     path_in(prog, sizeof prog, "two-cache.tkprog");
     CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
     CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--cache-dir", cache);
-    assert_contains(err, "2 kernel sources for sm_90 (0 from the cache), host code\n");
-    assert_int_equal(count_files(aoti), 3); /* a, b and the host object */
+    /* b's default configuration with EVEN 0 and 1 */
+    assert_contains(err, "2 kernel sources as 3 fatbins with the tuning variants, for sm_90 (0 from the cache), host code\n");
+    assert_int_equal(count_files(aoti), 4); /* a, b twice and the host object */
     free(err);
     CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--cache-dir", cache);
-    assert_contains(err, "2 kernel sources for sm_90 (2 from the cache), host code from the cache\n");
-    assert_int_equal(count_files(aoti), 3);
+    assert_contains(err, "2 kernel sources as 3 fatbins with the tuning variants, for sm_90 (3 from the cache), host code from the cache\n");
+    assert_int_equal(count_files(aoti), 4);
     free(err);
 
     /* b.cu changes: only its fatbin is compiled again */
@@ -246,8 +247,8 @@ static void compile__cache_reuses_and_recompiles_only_the_changed_kernel(void **
     free(text);
     CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
     CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--cache-dir", cache);
-    assert_contains(err, "2 kernel sources for sm_90 (1 from the cache), host code from the cache\n");
-    assert_int_equal(count_files(aoti), 4);
+    assert_contains(err, "2 kernel sources as 3 fatbins with the tuning variants, for sm_90 (1 from the cache), host code from the cache\n");
+    assert_int_equal(count_files(aoti), 6);
     free(err);
 }
 
@@ -409,10 +410,13 @@ static void compile__autotune_compiles_every_configuration_or_records_the_defaul
     assert_string_equal(t->params[0], "BLOCK");
     assert_int_equal(t->nconfigs, 3);
     assert_int_equal(t->values[1][0], 128);
+    assert_string_equal(t->hparam, "EVEN");
+    assert_int_equal(t->nh, 2);
+    assert_int_equal(t->hvalues[1], 1);
     if (gpu) {
-        /* every configuration compiled and measured at n = 1, 2, 4, ..., 4096 */
+        /* every configuration compiled (with EVEN 0 and 1) and measured at n = 1, 2, 4, ..., 4096 */
         assert_contains(err, "autotune: 1 kernel tuned");
-        assert_int_equal(t->nfatbins, 3);
+        assert_int_equal(t->nfatbins, 6);
         assert_true(t->measured);
         assert_int_equal(t->nrows, 13);
         for (size_t r = 0; r < t->nrows; r++) {
@@ -425,7 +429,7 @@ static void compile__autotune_compiles_every_configuration_or_records_the_defaul
         /* no GPU: the default only, and the summary says so */
         assert_contains(err, "autotune: nothing measured: no CUDA");
         assert_contains(err, "the declared default configurations are recorded");
-        assert_int_equal(t->nfatbins, 1);
+        assert_int_equal(t->nfatbins, 2); /* the default, with EVEN 0 and 1 */
         assert_false(t->measured);
         assert_int_equal(t->nrows, 0);
         for (int b = 0; b < TK_TUNE_BUCKETS; b++)
@@ -436,7 +440,7 @@ static void compile__autotune_compiles_every_configuration_or_records_the_defaul
     /* without --autotune: the default configuration only, not measured */
     CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", plain, "--no-cache");
     tk_assert_ok(tk_pkgfile_read(&f, plain));
-    assert_int_equal(f->tunes[0].nfatbins, 1);
+    assert_int_equal(f->tunes[0].nfatbins, 2);
     assert_false(f->tunes[0].measured);
     tk_pkgfile_free(f);
 }
@@ -624,11 +628,17 @@ static void reader__refuses_hostile_tuning_tables(void **state)
     cJSON_DeleteItemFromArray(cJSON_GetObjectItem(t, "table"), 0);
     /* a fatbin that is not an entry, a variant under the wrong name, a configuration too short */
     cJSON *fatbins = cJSON_GetObjectItem(t, "fatbins");
-    cJSON_AddItemToArray(fatbins, cJSON_CreateString("kernels/ghost@c1.fatbin"));
+    assert_int_equal(cJSON_GetArraySize(fatbins), 2); /* EVEN=0 and EVEN=1 of the default */
+    char *second = strdup(cJSON_GetArrayItem(fatbins, 1)->valuestring);
+    cJSON_ReplaceItemInArray(fatbins, 1, cJSON_CreateString("kernels/ghost@c1.fatbin"));
     assert_refused(&p, NULL, "fatbin 1 of kernel 'b_kernel' is not an entry of the package");
     cJSON_ReplaceItemInArray(fatbins, 1, cJSON_CreateString("program.json"));
     assert_refused(&p, NULL, "fatbin 1 of kernel 'b_kernel' is 'program.json', expected a name ending in '@c1.fatbin'");
-    cJSON_DeleteItemFromArray(fatbins, 1);
+    cJSON_AddItemToArray(fatbins, cJSON_CreateString(second));
+    assert_refused(&p, NULL, "kernel 'b_kernel' needs parameters, configurations and a fatbin per variant (2, or 6");
+    cJSON_DeleteItemFromArray(fatbins, 2);
+    cJSON_ReplaceItemInArray(fatbins, 1, cJSON_CreateString(second));
+    free(second);
     cJSON_ReplaceItemInArray(cJSON_GetObjectItem(t, "configs"), 0, cJSON_CreateIntArray((const int[]){1, 2}, 2));
     assert_refused(&p, NULL, "configuration 0 does not have 1 values");
     parts_free(&p);

@@ -17,6 +17,7 @@ TK_KERNEL_DECL(other_k);
 TK_KERNEL_DECL(undeclared_k);
 
 TK_AUTOTUNE(tuned_k, "n", "BLOCK ITEMS", "256 1", "128 4", "1024 2");
+TK_HEURISTIC(tuned_k, "EVEN", "0 1");
 
 static tk_ctx *g_ctx;
 
@@ -72,11 +73,11 @@ static void tune__table_selects_per_bucket_and_tk_wrap_follows(void **state)
     cfg = tk_tune(g_ctx, tuned_k, 513); /* bucket 10 */
     assert_int_equal(cfg[0], 128);
     assert_int_equal(cfg[1], 4);
-    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 1);
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 2); /* configuration 1, EVEN's first value */
     assert_int_equal(tk_tune_config_for(g_ctx, other_k), 0); /* only the kernel tk_tune chose for */
     cfg = tk_tune(g_ctx, tuned_k, INT64_C(1) << 30);
     assert_int_equal(cfg[0], 1024);
-    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 2);
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 4);
     assert_int_equal(g_ctx->tune_key, INT64_C(1) << 30);
 
     /* the tuner's forced configuration wins over the table */
@@ -124,6 +125,30 @@ static void tune__malformed_declarations_are_not_registered(void **state)
     assert_null(tk_tune(g_ctx, other_k, 1));
 }
 
+static void tune__heuristic_picks_the_variant_of_the_chosen_configuration(void **state)
+{
+    (void)state;
+    /* without a package's variants: always the default kernel */
+    assert_non_null(tk_tune(g_ctx, tuned_k, 4096));
+    tk_assert_ok(tk_tune_set(g_ctx, tuned_k, "EVEN", 1));
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 0);
+    /* with them: configuration * 2 + the value's index */
+    signed char table[TK_TUNE_BUCKETS] = {0};
+    table[12] = 2;
+    tk_assert_ok(tk_tune_set_table("tuned_k", table));
+    assert_non_null(tk_tune(g_ctx, tuned_k, 4096));
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 4);
+    tk_assert_ok(tk_tune_set(g_ctx, tuned_k, "EVEN", 1));
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 5);
+    /* tk_tune starts every call from the first value */
+    assert_non_null(tk_tune(g_ctx, tuned_k, 4096));
+    assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 4);
+    tk_assert_fails(tk_tune_set(g_ctx, tuned_k, "EVEN", 2), TK_EINVAL, "compiles EVEN for the values \"0 1\", not 2");
+    tk_assert_fails(tk_tune_set(g_ctx, tuned_k, "ODD", 0), TK_EINVAL, "declares no heuristic parameter 'ODD'");
+    tk_assert_fails(tk_tune_set(g_ctx, other_k, "EVEN", 0), TK_EINVAL, "kernel 'other_k' declares no heuristic");
+    tk_tune_clear_table("tuned_k");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -132,6 +157,7 @@ int main(void)
         cmocka_unit_test(tune__table_selects_per_bucket_and_tk_wrap_follows),
         cmocka_unit_test(tune__bad_tables_and_undeclared_kernels_are_refused),
         cmocka_unit_test(tune__malformed_declarations_are_not_registered),
+        cmocka_unit_test(tune__heuristic_picks_the_variant_of_the_chosen_configuration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,9 @@ TK_KERNEL_DECL(silu_kernel);
 TK_AUTOTUNE(silu_kernel, "n", "BLOCK ITEMS",
             "256 1", "128 1", "512 1", "1024 1", "128 2", "256 2", "512 2", "128 4", "256 4", "512 4",
             "128 8", "256 8");
+/* EVEN: the launch covers n exactly (n a multiple of BLOCK * ITEMS), so the kernel needs no
+ * bounds check; derived per call, before the tuner measures (Triton's heuristics). */
+TK_HEURISTIC(silu_kernel, "EVEN", "0 1");
 
 static int check_bf16(const tk_tensor *x)
 {
@@ -65,6 +68,9 @@ TK_OP(silu_op, "custom_ops::silu", "(Tensor x) -> Tensor", .meta = silu_meta, .c
     const int *cfg = tk_tune(ctx, silu_kernel, n); /* BLOCK, ITEMS */
     if (!cfg)
         return TK_ENOTFOUND;
+    err = tk_tune_set(ctx, silu_kernel, "EVEN", n % ((int64_t)cfg[0] * cfg[1]) == 0);
+    if (err)
+        return err;
     return tk_wrap(ctx, silu_kernel, TK_DIM3(tk_cdiv(n, (int64_t)cfg[0] * cfg[1])), TK_DIM3(cfg[0]),
                    in[0], out[0], n);
 }

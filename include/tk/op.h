@@ -330,6 +330,47 @@ void tk_tune_unregister(tk_tune_node *node);
     TK__DTOR static void tk__tune_dtor_##kname(void) { tk_tune_unregister(&tk__tune_node_##kname); } \
     typedef int tk__tune_semicolon_##kname
 
+/* A heuristic parameter of a tuned kernel (Triton's triton.heuristics): a compile-time
+ * parameter the op derives from the arguments on every call, after tk_tune, such as a variant
+ * without bounds checks when n is a multiple of the tile:
+ *
+ *   TK_HEURISTIC(silu_kernel, "EVEN", "0 1");
+ *   ...
+ *   const int *cfg = tk_tune(ctx, silu_kernel, n);
+ *   tk_tune_set(ctx, silu_kernel, "EVEN", n % ((int64_t)cfg[0] * cfg[1]) == 0);
+ *
+ * Every configuration is compiled once per listed value (-DEVEN=0, -DEVEN=1); the tuner measures
+ * the op, so the heuristic is applied before tuning, as Triton orders them. At most one per
+ * kernel; outside a package (builds without tuning) the kernel runs with its source's default. */
+typedef struct tk_heuristic_decl {
+    const tk_kernel *kernel;
+    const char *param;
+    const char *values; /* the values compiled, space-separated integers */
+    const char *file;
+    int line;
+} tk_heuristic_decl;
+
+typedef struct tk_heuristic_node {
+    const tk_heuristic_decl *decl;
+    struct tk_heuristic_node *next;
+} tk_heuristic_node;
+
+void tk_heuristic_register(tk_heuristic_node *node);
+void tk_heuristic_unregister(tk_heuristic_node *node);
+
+#define TK_HEURISTIC(kname, param_name, value_list)                                      \
+    static const tk_heuristic_decl tk__heur_decl_##kname = {kname, param_name, value_list, \
+                                                             __FILE__, __LINE__};         \
+    static tk_heuristic_node tk__heur_node_##kname = {&tk__heur_decl_##kname, 0};         \
+    TK__CTOR static void tk__heur_ctor_##kname(void) { tk_heuristic_register(&tk__heur_node_##kname); } \
+    TK__DTOR static void tk__heur_dtor_##kname(void) { tk_heuristic_unregister(&tk__heur_node_##kname); } \
+    typedef int tk__heur_semicolon_##kname
+
+/* Sets the heuristic parameter of `kernel` for the launch tk_tune prepared: the next tk_wrap of
+ * it launches the variant compiled with param = value. TK_EINVAL when the kernel declares no
+ * such parameter or value. */
+int tk_tune_set(tk_ctx *ctx, const tk_kernel *kernel, const char *param, int value);
+
 /* The configuration to launch `kernel` with when its key is `key`: the parameters' values in
  * declaration order. The package's measured choice for key's bucket when it has one, else the
  * default (first) configuration. tk_wrap of `kernel` on ctx then launches that configuration's
