@@ -362,7 +362,7 @@ int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
 /* --- measuring ----------------------------------------------------------------------------- */
 
 #define TUNE_WARMUP 3
-#define TUNE_REPS 15
+#define TUNE_REPS 21
 #define TUNE_ROTATE_BYTES ((size_t)192 << 20) /* rotated buffers exceed any L2 (H100: 50 MB) */
 #define TUNE_MAX_ROTATE 8
 
@@ -523,9 +523,13 @@ static int bench_setup(bench_call *b, const tk_program_model *m, const tk_pm_nod
 }
 
 /* Times every configuration of t on b; the row of the key bucket the op chose. */
+/* Times every configuration of t on b; the row of the key bucket the op chose. The fastest
+ * median wins only when it beats the default beyond noise: its upper quartile below the
+ * default's lower quartile. Where every configuration finishes within the launch's own jitter
+ * (small sizes) the default stays, so tuning cannot make a size slower by chance. */
 static int measure_point(bench_call *b, tk_aoti_tune *t, tk_aoti_tune_row *row)
 {
-    double times[TUNE_REPS];
+    double times[TUNE_REPS], q1[TK_TUNE_MAX_CONFIGS], q3[TK_TUNE_MAX_CONFIGS];
     int any = 0;
     row->winner = -1;
     for (int c = 0; c < t->nconfigs; c++) {
@@ -542,6 +546,8 @@ static int measure_point(bench_call *b, tk_aoti_tune *t, tk_aoti_tune_row *row)
         }
         qsort(times, TUNE_REPS, sizeof(double), cmp_double);
         row->times_us[c] = times[TUNE_REPS / 2];
+        q1[c] = times[TUNE_REPS / 4];
+        q3[c] = times[3 * TUNE_REPS / 4];
         if (!any || row->times_us[c] < row->times_us[row->winner])
             row->winner = c;
         any = 1;
@@ -552,6 +558,8 @@ static int measure_point(bench_call *b, tk_aoti_tune *t, tk_aoti_tune_row *row)
     if (!any)
         return tk_error_set(TK_EINVAL, "no configuration of kernel '%s' runs (key %lld): %s", t->kernel,
                             (long long)row->key, tk_error_last());
+    if (row->winner > 0 && row->times_us[0] >= 0 && !(q3[row->winner] < q1[0]))
+        row->winner = 0;
     return 0;
 }
 
@@ -561,7 +569,7 @@ static int cache_key(const tk_aoti_tune *t, const char *device, int driver, cons
                      char key[65])
 {
     tk_strbuf sb = {0};
-    int rc = tk_strbuf_addf(&sb, "tkexport-tune 1\n%s\n%d\n%s %s", device, driver, t->kernel, t->key);
+    int rc = tk_strbuf_addf(&sb, "tkexport-tune 2\n%s\n%d\n%s %s", device, driver, t->kernel, t->key);
     for (int i = 0; i < t->nparams && !rc; i++)
         rc = tk_strbuf_addf(&sb, " %s", t->params[i]);
     for (int c = 0; c < t->nconfigs && !rc; c++)

@@ -47,7 +47,7 @@ end=$(date +%s.%N)
     echo
     echo "Date: $(date -u +%Y-%m-%dT%H:%MZ). Command: bench/autotune/run.sh (REPS=$reps)."
     awk -v a="$start" -v b="$end" 'BEGIN { printf "Tuning compile (12 configurations, every power of two in [1, 2^28]): %.1f s\n\n", b - a }'
-    echo "## The tuner's table (kernel time, device events, median of 15 after 3 warm-up calls)"
+    echo "## The tuner's table (kernel time, device events, median of 21 after 3 warm-up calls; a winner must beat the default beyond noise)"
     echo
     echo '```'
     sed -n '/^tuning:/,/^entries/p' "$out/inspect.txt" | sed '$d'
