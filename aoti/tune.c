@@ -74,6 +74,35 @@ static char *read_string(lexer *lx)
     return tk_strbuf_detach(&sb);
 }
 
+/* Advances lx past the next use of the identifier `word` in code (comments and literals are
+ * skipped) and returns where it starts, or NULL at the end. */
+static const char *next_word(lexer *lx, const char *word)
+{
+    size_t n = strlen(word);
+    while (lx->p < lx->end) {
+        skip_space(lx);
+        if (lx->p >= lx->end)
+            break;
+        if (*lx->p == '"' || *lx->p == '\'') { /* literals are not code */
+            char q = *lx->p++;
+            while (lx->p < lx->end && *lx->p != q && *lx->p != '\n')
+                lx->p += *lx->p == '\\' ? 2 : 1;
+            lx->p++;
+            continue;
+        }
+        if (!isalpha((unsigned char)*lx->p) && *lx->p != '_') {
+            lx->p++;
+            continue;
+        }
+        const char *w = lx->p;
+        while (lx->p < lx->end && (isalnum((unsigned char)*lx->p) || *lx->p == '_'))
+            lx->p++;
+        if ((size_t)(lx->p - w) == n && !strncmp(w, word, n))
+            return w;
+    }
+    return NULL;
+}
+
 static int line_at(const char *text, const char *at)
 {
     int line = 1;
@@ -208,26 +237,8 @@ static int find_heuristics(const tk_program_model *m, tk_aoti_tune *tunes, size_
             continue;
         const char *text = (const char *)src->data;
         lexer lx = {text, text + src->len};
-        while (!rc && lx.p < lx.end) {
-            skip_space(&lx);
-            if (lx.p >= lx.end)
-                break;
-            if (*lx.p == '"' || *lx.p == '\'') {
-                char q = *lx.p++;
-                while (lx.p < lx.end && *lx.p != q && *lx.p != '\n')
-                    lx.p += *lx.p == '\\' ? 2 : 1;
-                lx.p++;
-                continue;
-            }
-            if (!isalpha((unsigned char)*lx.p) && *lx.p != '_') {
-                lx.p++;
-                continue;
-            }
-            const char *w = lx.p;
-            while (lx.p < lx.end && (isalnum((unsigned char)*lx.p) || *lx.p == '_'))
-                lx.p++;
-            if ((size_t)(lx.p - w) != 12 || strncmp(w, "TK_HEURISTIC", 12) != 0)
-                continue;
+        const char *w;
+        while (!rc && (w = next_word(&lx, "TK_HEURISTIC"))) {
             int line = line_at(text, w);
             skip_space(&lx);
             if (lx.p >= lx.end || *lx.p != '(')
@@ -301,26 +312,8 @@ int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
             continue;
         const char *text = (const char *)src->data;
         lexer lx = {text, text + src->len};
-        while (!rc && lx.p < lx.end) {
-            skip_space(&lx);
-            if (lx.p >= lx.end)
-                break;
-            if (*lx.p == '"' || *lx.p == '\'') { /* literals are not code */
-                char q = *lx.p++;
-                while (lx.p < lx.end && *lx.p != q && *lx.p != '\n')
-                    lx.p += *lx.p == '\\' ? 2 : 1;
-                lx.p++;
-                continue;
-            }
-            if (!isalpha((unsigned char)*lx.p) && *lx.p != '_') {
-                lx.p++;
-                continue;
-            }
-            const char *w = lx.p;
-            while (lx.p < lx.end && (isalnum((unsigned char)*lx.p) || *lx.p == '_'))
-                lx.p++;
-            if ((size_t)(lx.p - w) != 11 || strncmp(w, "TK_AUTOTUNE", 11) != 0)
-                continue;
+        const char *w;
+        while (!rc && (w = next_word(&lx, "TK_AUTOTUNE"))) {
             if (*n == cap) {
                 tk_aoti_tune *g = realloc(v, 2 * cap * sizeof(*v));
                 if (!g) {

@@ -929,24 +929,21 @@ static int run_profiled(tk_session *s, tk_tensor **t)
     return 0;
 }
 
-/* The GPU path: eager on the first run of a signature, then captured into a graph (its
- * pointers are the arena's only, which stays put until it grows) and replayed. A capture that
- * fails (an op that allocates or synchronizes) leaves the signature eager for good. */
-static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
+/* Launches the graph in *slot, captured now when there is none (or when the arena moved since):
+ * the nodes run under capture and the graph is launched. A capture that fails (an op that
+ * allocates or synchronizes) runs the nodes eagerly and sets *state to GRAPH_NEVER. */
+static int capture_or_replay(tk_session *s, tk_tensor **t, void **slot, unsigned *arena, int *state)
 {
-    if (pl->graph && pl->graph_arena != s->arena_gen) {
-        tk_cuda_graph_free(s->ctx, pl->graph);
-        pl->graph = NULL;
-        pl->graph_state = GRAPH_NONE;
+    if (*slot && *arena != s->arena_gen) {
+        tk_cuda_graph_free(s->ctx, *slot);
+        *slot = NULL;
     }
-    if (pl->graph) {
+    if (*slot) {
         s->last_mode = TK_EXEC_REPLAYED;
-        return tk_cuda_graph_launch(s->ctx, pl->graph);
+        return tk_cuda_graph_launch(s->ctx, *slot);
     }
-    if (pl->runs == 0 || pl->graph_state == GRAPH_NEVER)
-        return run_nodes(s, t, NULL);
     if (tk_cuda_capture_begin(s->ctx)) {
-        pl->graph_state = GRAPH_NEVER;
+        *state = GRAPH_NEVER;
         tk_error_clear();
         return run_nodes(s, t, NULL);
     }
@@ -954,17 +951,26 @@ static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
     void *exec = NULL;
     int end = tk_cuda_capture_end(s->ctx, body == 0, &exec);
     if (body || end || !exec) {
-        /* nothing captured ran: run the nodes now, and never capture this signature again */
+        /* nothing captured ran: run the nodes now, and never capture this way again */
         tk_cuda_graph_free(s->ctx, exec);
-        pl->graph_state = GRAPH_NEVER;
+        *state = GRAPH_NEVER;
         tk_error_clear();
         return run_nodes(s, t, NULL);
     }
-    pl->graph = exec;
-    pl->graph_arena = s->arena_gen;
-    pl->graph_state = GRAPH_READY;
+    *slot = exec;
+    *arena = s->arena_gen;
+    *state = GRAPH_READY;
     s->last_mode = TK_EXEC_CAPTURED;
     return tk_cuda_graph_launch(s->ctx, exec);
+}
+
+/* The GPU path: eager on the first run of a signature, then captured into a graph (its
+ * pointers are the arena's only, which stays put until it grows) and replayed. */
+static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
+{
+    if (!pl->graph && (pl->runs == 0 || pl->graph_state == GRAPH_NEVER))
+        return run_nodes(s, t, NULL);
+    return capture_or_replay(s, t, &pl->graph, &pl->graph_arena, &pl->graph_state);
 }
 
 /* Tensors for every value of this run: inputs (the caller's, or arena copies when staged),
@@ -1045,32 +1051,7 @@ static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor
 /* The direct graph: replayed, or captured now (a failed capture leaves the staged path). */
 static int run_direct(tk_session *s, plan *pl, tk_tensor **t)
 {
-    if (pl->direct && pl->direct_arena != s->arena_gen) {
-        tk_cuda_graph_free(s->ctx, pl->direct);
-        pl->direct = NULL;
-    }
-    if (pl->direct) {
-        s->last_mode = TK_EXEC_REPLAYED;
-        return tk_cuda_graph_launch(s->ctx, pl->direct);
-    }
-    if (tk_cuda_capture_begin(s->ctx)) {
-        pl->direct_state = GRAPH_NEVER;
-        tk_error_clear();
-        return run_nodes(s, t, NULL);
-    }
-    int body = run_nodes(s, t, NULL);
-    void *exec = NULL;
-    int end = tk_cuda_capture_end(s->ctx, body == 0, &exec);
-    if (body || end || !exec) {
-        tk_cuda_graph_free(s->ctx, exec);
-        pl->direct_state = GRAPH_NEVER;
-        tk_error_clear();
-        return run_nodes(s, t, NULL);
-    }
-    pl->direct = exec;
-    pl->direct_arena = s->arena_gen;
-    s->last_mode = TK_EXEC_CAPTURED;
-    return tk_cuda_graph_launch(s->ctx, exec);
+    return capture_or_replay(s, t, &pl->direct, &pl->direct_arena, &pl->direct_state);
 }
 
 static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out, unsigned char *made)
