@@ -16,7 +16,6 @@
 #include "fsutil.h"
 #include "npy.h"
 #include "options.h"
-#include "rt_internal.h" /* tk_cuda_device_name, for the peak table of --profile */
 #include <tk/error.h>
 #include <tk/half.h>
 #include <tk/runtime.h>
@@ -418,7 +417,7 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
     const struct peak *pk = NULL;
     char gpu[128] = "";
     int driver;
-    if (dev.kind == TK_DEVICE_CUDA && tk_cuda_device_name(dev.index, gpu, sizeof gpu, &driver) == 0)
+    if (dev.kind == TK_DEVICE_CUDA && tk_cuda_device_info(dev.index, gpu, sizeof gpu, &driver) == 0)
         for (size_t i = 0; i < sizeof peaks / sizeof peaks[0] && !pk; i++)
             if (strstr(gpu, peaks[i].name_part))
                 pk = &peaks[i];

@@ -527,3 +527,8 @@ int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us)
     return no_cuda();
 }
 #endif
+
+int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version)
+{
+    return tk_cuda_device_name(ordinal, name, n, driver_version);
+}

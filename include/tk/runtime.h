@@ -31,6 +31,10 @@ const char *tk_device_name(tk_device dev, char *buf, size_t n);
  * reason ("no CUDA driver: ...") in tk_error_last(). Never aborts. */
 int tk_cuda_available(void);
 
+/* The GPU's product name ("NVIDIA H100 80GB HBM3") and the driver's CUDA version (13000 for
+ * 13.0), for reports; TK_EDEVICE without a driver or for an ordinal that does not exist. */
+int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version);
+
 /* Element size in bytes, and the short name ("f32", "f16", "bf16", "i32", "i64"). */
 size_t tk_dtype_size(tk_dtype dtype);
 const char *tk_dtype_name(tk_dtype dtype);
