@@ -2,6 +2,10 @@
  * verified against it before the call returns, program.json parsed, the op tables compared. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -20,6 +24,7 @@
 typedef struct reader {
     tk_pkgfile *f;
     const char *origin;
+    int in_place; /* stored entries point into the archive's buffer, which the file keeps */
 } reader;
 
 static int bad(const reader *r, const char *fmt, ...)
@@ -491,8 +496,13 @@ static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx)
         }
         int json = !strcmp(e->path, "program.json");
         size_t len;
-        if ((rc = tk_zip_read(z, i, json ? TK_TKPKG_MAX_JSON : TK_TKPKG_MAX_ENTRY, &e->data, &len)))
+        const unsigned char *span;
+        if (!json && r->in_place && tk_zip_stored_span(z, i, &span, &len) == 0) {
+            e->data = (unsigned char *)span; /* read-only mapping: never written */
+            e->mapped = 1;
+        } else if ((rc = tk_zip_read(z, i, json ? TK_TKPKG_MAX_JSON : TK_TKPKG_MAX_ENTRY, &e->data, &len))) {
             break;
+        }
         char hex[65];
         tk_sha256_hex(e->data, len, hex);
         if (strcmp(hex, e->sha256) != 0)
@@ -546,7 +556,7 @@ static int check_program(reader *r)
     return 0;
 }
 
-int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin)
+static int read_archive(tk_pkgfile **out, const void *data, size_t len, const char *origin, int in_place)
 {
     *out = NULL;
     tk_pkgfile *f = calloc(1, sizeof(*f));
@@ -554,7 +564,7 @@ int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const ch
         free(f);
         return tk_error_set(TK_ENOMEM, "out of memory reading %s", origin);
     }
-    reader r = {f, f->origin};
+    reader r = {f, f->origin, in_place};
     tk_zip_reader *z = NULL;
     unsigned char *manifest = NULL;
     size_t manifest_len = 0, manifest_idx = 0;
@@ -590,17 +600,41 @@ done:
     return 0;
 }
 
+int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin)
+{
+    return read_archive(out, data, len, origin, 0);
+}
+
 int tk_pkgfile_read(tk_pkgfile **out, const char *path)
 {
-    char *data = NULL;
-    size_t len = 0;
     char origin[1100];
     *out = NULL;
+    snprintf(origin, sizeof origin, "'%s'", path);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+    void *map = MAP_FAILED;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
+        (uint64_t)st.st_size <= PKG_MAX_FILE)
+        map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (fd >= 0)
+        close(fd);
+    if (map != MAP_FAILED) {
+        int rc = read_archive(out, map, (size_t)st.st_size, origin, 1);
+        if (rc) {
+            munmap(map, (size_t)st.st_size);
+            return rc;
+        }
+        (*out)->map = map;
+        (*out)->map_len = (size_t)st.st_size;
+        return 0;
+    }
+    /* not mappable (a pipe, an empty file...): read, with tk_file_read's messages */
+    char *data = NULL;
+    size_t len = 0;
     int rc = tk_file_read(&data, &len, path, PKG_MAX_FILE);
     if (rc)
         return rc;
-    snprintf(origin, sizeof origin, "'%s'", path);
-    rc = tk_pkgfile_read_mem(out, data, len, origin);
+    rc = read_archive(out, data, len, origin, 0);
     free(data);
     return rc;
 }
@@ -635,7 +669,8 @@ void tk_pkgfile_free(tk_pkgfile *f)
     free(f->ops);
     for (size_t i = 0; i < f->nentries; i++) {
         free(f->entries[i].path);
-        free(f->entries[i].data);
+        if (!f->entries[i].mapped)
+            free(f->entries[i].data);
     }
     free(f->entries);
     for (size_t i = 0; i < f->ntunes; i++) {
@@ -653,6 +688,8 @@ void tk_pkgfile_free(tk_pkgfile *f)
     }
     free(f->tunes);
     tk_program_model_free(f->program);
+    if (f->map)
+        munmap(f->map, f->map_len);
     free(f);
 }
 

@@ -20,12 +20,14 @@
 #define TK_TKPKG_MAX_JSON (16u << 20)         /* manifest.json, program.json */
 #define TK_TKPKG_MAX_ENTRY (UINT64_C(1) << 36) /* 64 GiB: any single entry */
 
-/* An entry of the archive, verified: data holds its size bytes (malloc'd, owned by the file). */
+/* An entry of the archive, verified: data holds its size bytes, owned by the file (malloc'd, or
+ * for a stored entry of a file read with tk_pkgfile_read, inside its read-only mapping). */
 typedef struct tk_pkg_entry {
     char *path;
     uint64_t size;
     char sha256[65];
     unsigned char *data;
+    int mapped; /* data lies in the file's mapping */
 } tk_pkg_entry;
 
 /* A kernel the program's ops launch, and the fatbin entry holding it. */
@@ -91,6 +93,8 @@ typedef struct tk_pkgfile {
     size_t ntunes;
     tk_pkg_tune *tunes;
     tk_program_model *program; /* program.json, parsed and checked */
+    void *map; /* tk_pkgfile_read's mapping of the file (stored entries are read in place) */
+    size_t map_len;
 } tk_pkgfile;
 
 /* Reads a package from path or memory: the archive's entries must be exactly manifest.json and
@@ -98,6 +102,10 @@ typedef struct tk_pkgfile {
  * the call returns), with safe relative names; program.json must parse, its op table must match
  * the manifest's, and every op's kernels must be in a fatbin entry. Returns 0 and a new file, or
  * a negative tk_error_code with a one-line message naming the file and the entry at fault. */
+/* tk_pkgfile_read maps the file read-only (read into memory where it cannot be mapped) and uses
+ * its stored entries, weights and fatbins, in place: they are read once, by the digest check, and
+ * the file must not be truncated in place while it is open (tkexport replaces files by rename,
+ * which leaves an open mapping alone). tk_pkgfile_read_mem copies what it keeps. */
 int tk_pkgfile_read(tk_pkgfile **out, const char *path);
 int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin);
 void tk_pkgfile_free(tk_pkgfile *f);

@@ -112,6 +112,8 @@ struct tk_zip_reader {
     zip_t *za;
     size_t n;
     const char *origin;
+    const unsigned char *data; /* the archive's bytes, for stored entries read in place */
+    size_t len;
 };
 
 int tk_zip_open(tk_zip_reader **out, const void *data, size_t len, const char *origin, const char *kind,
@@ -145,6 +147,8 @@ int tk_zip_open(tk_zip_reader **out, const void *data, size_t len, const char *o
     }
     z->n = (size_t)n;
     z->origin = origin;
+    z->data = data;
+    z->len = len;
     *out = z;
     return 0;
 }
@@ -214,4 +218,53 @@ int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, s
     *out = buf;
     *len = (size_t)size;
     return 0;
+}
+
+/* --- stored entries in place ------------------------------------------------------------------ */
+
+static uint32_t le16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+static uint32_t le32(const unsigned char *p) { return le16(p) | le16(p + 2) << 16; }
+
+int tk_zip_stored_span(tk_zip_reader *z, size_t i, const unsigned char **ptr, size_t *len)
+{
+    const unsigned char *d = z->data;
+    size_t n = z->len;
+    zip_stat_t st;
+    zip_stat_init(&st);
+    const char *name = tk_zip_name(z, i);
+    if (!name || zip_stat_index(z->za, i, 0, &st) != 0 || !(st.valid & ZIP_STAT_COMP_METHOD) ||
+        st.comp_method != ZIP_CM_STORE || !(st.valid & ZIP_STAT_SIZE) || st.size >= n)
+        return TK_ENOTFOUND;
+    /* the end of central directory record: the last signature within 64 KiB + 22 of the end */
+    size_t eocd = SIZE_MAX;
+    for (size_t k = n >= 22 ? n - 22 : 0; n >= 22 && n - k <= 65557; k--) {
+        if (le32(d + k) == 0x06054b50u) {
+            eocd = k;
+            break;
+        }
+        if (k == 0)
+            break;
+    }
+    if (eocd == SIZE_MAX)
+        return TK_ENOTFOUND;
+    size_t cd = le32(d + eocd + 16), count = le16(d + eocd + 10), nl = strlen(name);
+    for (size_t e = 0; e < count; e++) {
+        if (cd > n || n - cd < 46 || le32(d + cd) != 0x02014b50u)
+            return TK_ENOTFOUND; /* zip64 or something this reader does not walk: copy instead */
+        size_t fl = le16(d + cd + 28), xl = le16(d + cd + 30), cl = le16(d + cd + 32), lho = le32(d + cd + 42);
+        if (n - cd - 46 < fl + xl + cl)
+            return TK_ENOTFOUND;
+        if (fl == nl && !memcmp(d + cd + 46, name, nl)) {
+            if (lho > n || n - lho < 30 || le32(d + lho) != 0x04034b50u)
+                return TK_ENOTFOUND;
+            size_t at = lho + 30 + le16(d + lho + 26) + le16(d + lho + 28);
+            if (at > n || n - at < st.size)
+                return TK_ENOTFOUND;
+            *ptr = d + at;
+            *len = (size_t)st.size;
+            return 0;
+        }
+        cd += 46 + fl + xl + cl;
+    }
+    return TK_ENOTFOUND;
 }

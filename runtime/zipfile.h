@@ -36,4 +36,9 @@ int tk_zip_size(tk_zip_reader *z, size_t i, uint64_t *size);
  * malloc'd buffer with one extra NUL byte. TK_EINVAL names the entry. */
 int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, size_t *len);
 
+/* Where stored entry i's bytes lie in the archive's buffer, so that they can be used without a
+ * copy; TK_ENOTFOUND (no message) for a deflated entry, or an archive this does not walk (zip64).
+ * The span is what the archive says: callers verify it (a digest) before trusting it. */
+int tk_zip_stored_span(tk_zip_reader *z, size_t i, const unsigned char **ptr, size_t *len);
+
 #endif

@@ -142,6 +142,19 @@ static void compile__tree_shaking_packs_only_the_kernels_the_program_needs(void 
     assert_string_equal(f->archs[0], "sm_90");
     assert_string_equal(f->ptx, "compute_90");
     assert_non_null(f->host);
+    /* stored entries are used in place in the file's mapping; deflated ones are inflated copies */
+    assert_non_null(f->map);
+    assert_true(tk_pkgfile_entry(f, "weights.safetensors")->mapped);
+    assert_true(tk_pkgfile_entry(f, f->kernels[0].fatbin)->mapped);
+    assert_false(tk_pkgfile_entry(f, "program.json")->mapped);
+    assert_false(tk_pkgfile_entry(f, "host/ops.so")->mapped);
+    tk_pkgfile_free(f);
+    size_t len = 0;
+    char *bytes = tk_test_read_file(pkg, &len);
+    tk_assert_ok(tk_pkgfile_read_mem(&f, bytes, len, "'mem.tkpkg'"));
+    free(bytes); /* read_mem keeps copies */
+    assert_null(f->map);
+    assert_false(tk_pkgfile_entry(f, "weights.safetensors")->mapped);
     tk_pkgfile_free(f);
 }
 
