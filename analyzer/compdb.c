@@ -12,6 +12,7 @@
 
 #include "fsutil.h"
 #include "internal.h"
+#include "strbuf.h"
 #include <tk/error.h>
 
 static int file_exists(const char *dir, const char *rel)
@@ -80,12 +81,6 @@ void tk_tu_release(tk_tu *tu)
     memset(tu, 0, sizeof(*tu));
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 typedef struct argv_b {
     char **v;
     int n, cap;
@@ -130,7 +125,7 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
         if (strncmp(compdb_args[i], "-std=", 5) == 0 || strncmp(compdb_args[i], "--std=", 6) == 0)
             has_std = 1;
     }
-    int cuda = ends_with(abs_path, ".cu") || ends_with(abs_path, ".cuh");
+    int cuda = tk_ends_with(abs_path, ".cu") || tk_ends_with(abs_path, ".cuh");
     pushf(&a, "-I%s", env->include_dir);
     if (cuda) {
         push(&a, "-x");
@@ -152,7 +147,7 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
             push(&a, "-isystem");
             pushf(&a, "%s/include", env->cuda_home);
         }
-        if (ends_with(abs_path, ".c") || ends_with(abs_path, ".h")) {
+        if (tk_ends_with(abs_path, ".c") || tk_ends_with(abs_path, ".h")) {
             push(&a, "-x");
             push(&a, "c");
             if (!has_std)

@@ -67,6 +67,8 @@ static int check_arch_known(const char *arch, const char *known)
     return tk_error_set(TK_EINVAL, "unknown architecture '%s': this nvcc compiles for %s", arch, known);
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static int cmp_arch(const void *a, const void *b)
 {
     const char *x = *(const char *const *)a, *y = *(const char *const *)b;
@@ -75,12 +77,6 @@ static int cmp_arch(const void *a, const void *b)
 }
 
 /* --- sources --------------------------------------------------------------------------------- */
-
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
 
 /* text with comments, string and character literals blanked out (same length). */
 static char *strip_comments(const unsigned char *data, size_t len)
@@ -191,6 +187,7 @@ typedef struct compile {
     tk_aoti_tune *tunes; /* the TK_AUTOTUNE declarations of the program's kernels */
     size_t ntunes;
     int variants; /* compile every configuration (--autotune with a GPU), else the default only */
+    int has_kernels, has_host; /* what plan() found to compile */
     char tune_note[200];
 } compile;
 
@@ -217,21 +214,18 @@ static int hash_tk_headers(compile *c)
         if (e->d_name[0] != '.')
             names[n++] = strdup(e->d_name);
     closedir(d);
-    for (size_t i = 1; i < n; i++)
-        for (size_t j = i; j > 0 && names[j - 1] && names[j] && strcmp(names[j - 1], names[j]) > 0; j--) {
-            char *t = names[j];
-            names[j] = names[j - 1];
-            names[j - 1] = t;
-        }
     tk_strbuf sb = {0};
     int rc = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!names[i])
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+    if (!rc)
+        qsort(names, n, sizeof(char *), cmp_name);
     for (size_t i = 0; i < n; i++) {
         char path[PATH_MAX + 300], *data = NULL, hex[65];
         size_t len;
-        if (!names[i]) {
-            rc = tk_error_set(TK_ENOMEM, "out of memory");
+        if (!names[i])
             continue;
-        }
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);
         if (!rc && !(rc = tk_file_read(&data, &len, path, 1u << 24))) {
             tk_sha256_hex(data, len, hex);
@@ -259,7 +253,7 @@ static int unit_key(compile *c, unit *u, char *const *argv)
         rc = tk_strbuf_adds(&sb, c->tk_heads);
     for (size_t i = 0; i < c->m->nsources && !rc; i++) {
         const tk_pm_source *s = &c->m->sources[i];
-        int is_cu = ends_with(s->path, ".cu"), is_c = ends_with(s->path, ".c");
+        int is_cu = tk_ends_with(s->path, ".cu"), is_c = tk_ends_with(s->path, ".c");
         int wanted = u->src ? (s == u->src || (!is_cu && !is_c)) : !is_cu;
         if (wanted)
             rc = tk_strbuf_addf(&sb, "%s %s\n", s->path, s->sha256);
@@ -346,7 +340,7 @@ static char **cc_argv(compile *c, const char *out)
     size_t n = sizeof items / sizeof items[0], nc = 0;
     const char *files[4096];
     for (size_t i = 0; i < c->m->nsources && nc < 4096; i++)
-        if (ends_with(c->m->sources[i].path, ".c"))
+        if (tk_ends_with(c->m->sources[i].path, ".c"))
             files[nc++] = c->m->sources[i].path;
     return argv_new(items, n, files, nc);
 }
@@ -412,9 +406,9 @@ static int plan(compile *c)
         goto done;
     }
     for (size_t i = 0; i < m->nsources && !rc; i++) {
-        if (ends_with(m->sources[i].path, ".c"))
+        if (tk_ends_with(m->sources[i].path, ".c"))
             have_c = 1;
-        if (ends_with(m->sources[i].path, ".cu") && !(texts[i] = strip_comments(m->sources[i].data, m->sources[i].len)))
+        if (tk_ends_with(m->sources[i].path, ".cu") && !(texts[i] = strip_comments(m->sources[i].data, m->sources[i].len)))
             rc = tk_error_set(TK_ENOMEM, "out of memory");
     }
     size_t k = 0;
@@ -474,6 +468,8 @@ static int plan(compile *c)
     }
     if (!rc && have_c)
         c->units[c->nunits++].src = NULL;
+    c->has_host = !rc && have_c;
+    c->has_kernels = !rc && c->nunits > (size_t)c->has_host;
 done:
     for (size_t i = 0; texts && i < m->nsources; i++)
         free(texts[i]);
@@ -687,11 +683,7 @@ static char *manifest_json(compile *c, const tk_zip_entry *entries, size_t n)
     cJSON_AddNumberToObject(doc, "version", 1);
     cJSON_AddStringToObject(doc, "tkexport", TK_VERSION);
     cJSON_AddStringToObject(doc, "program", m->name);
-    int kernels = 0, host = 0;
-    for (size_t i = 0; i < c->nunits; i++) {
-        kernels |= c->units[i].src != NULL;
-        host |= c->units[i].src == NULL;
-    }
+    int kernels = c->has_kernels, host = c->has_host;
     cJSON *archs = cJSON_AddArrayToObject(doc, "architectures");
     for (size_t i = 0; kernels && i < c->narchs; i++)
         cJSON_AddItemToArray(archs, cJSON_CreateString(c->archs[i]));
@@ -834,12 +826,11 @@ static int gpu_identity(char key[65])
             names[n++] = strdup(e->d_name);
     if (d)
         closedir(d);
-    for (size_t i = 1; i < n; i++) /* sorted, so the order readdir gives does not matter */
-        for (size_t j = i; j > 0 && names[j - 1] && names[j] && strcmp(names[j - 1], names[j]) > 0; j--) {
-            char *t = names[j];
-            names[j] = names[j - 1];
-            names[j - 1] = t;
-        }
+    int complete = 1;
+    for (size_t i = 0; i < n; i++)
+        complete &= names[i] != NULL;
+    if (complete) /* sorted, so the order readdir gives does not matter */
+        qsort(names, n, sizeof(char *), cmp_name);
     for (size_t i = 0; i < n; i++) {
         snprintf(path, sizeof path, "%s/gpus/%s/information", root, names[i] ? names[i] : "");
         if (names[i] && (f = fopen(path, "r"))) {
@@ -959,11 +950,7 @@ int tk_aoti_compile(const char *in, const char *out, const tk_aoti_options *o, t
     if ((rc = tk_tkprog_read(&c.m, in)) || (rc = tk_tool_include_dir(c.include, sizeof c.include)) ||
         (rc = hash_tk_headers(&c)) || (rc = plan(&c)))
         goto done;
-    int kernels = 0, host = 0;
-    for (size_t i = 0; i < c.nunits; i++) {
-        kernels |= c.units[i].src != NULL;
-        host |= c.units[i].src == NULL;
-    }
+    int kernels = c.has_kernels, host = c.has_host;
     if (kernels && (rc = tk_toolchain_nvcc(&c.tc)))
         goto done;
     for (size_t i = 0; kernels && i < c.narchs && !rc; i++)

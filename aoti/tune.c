@@ -194,12 +194,6 @@ done:
     return rc;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static int program_launches(const tk_program_model *m, const char *kernel)
 {
     for (size_t i = 0; i < m->nops; i++)
@@ -233,7 +227,7 @@ static int find_heuristics(const tk_program_model *m, tk_aoti_tune *tunes, size_
     int rc = 0;
     for (size_t s = 0; s < m->nsources && !rc; s++) {
         const tk_pm_source *src = &m->sources[s];
-        if (!ends_with(src->path, ".c"))
+        if (!tk_ends_with(src->path, ".c"))
             continue;
         const char *text = (const char *)src->data;
         lexer lx = {text, text + src->len};
@@ -308,7 +302,7 @@ int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
     int rc = 0;
     for (size_t s = 0; s < m->nsources && !rc; s++) {
         const tk_pm_source *src = &m->sources[s];
-        if (!ends_with(src->path, ".c"))
+        if (!tk_ends_with(src->path, ".c"))
             continue;
         const char *text = (const char *)src->data;
         lexer lx = {text, text + src->len};
@@ -729,7 +723,7 @@ int tk_aoti_measure(const tk_program_model *m, tk_aoti_tune *tunes, size_t ntune
 {
     char device[128];
     int driver = 0, rc = tk_cuda_available();
-    if (rc || (rc = tk_cuda_device_name(0, device, sizeof device, &driver)))
+    if (rc || (rc = tk_cuda_device_info(0, device, sizeof device, &driver)))
         return rc;
     char keys[TK_TUNE_MAX_CONFIGS][65], paths[TK_TUNE_MAX_CONFIGS][PATH_MAX];
     size_t todo = 0;

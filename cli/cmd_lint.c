@@ -12,6 +12,7 @@
 #include "fsutil.h"
 #include "lint.h"
 #include "options.h"
+#include "strbuf.h"
 #include <tk/error.h>
 
 static const tk_cli_option options[] = {
@@ -42,18 +43,12 @@ static void help(FILE *f)
                "missing path, 3 internal error. Rules are described in docs/lint.md.\n");
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 /* The format -o FILE implies when --format is not given. */
 static const char *format_of_output(const char *path)
 {
-    if (ends_with(path, ".sarif") || ends_with(path, ".sarif.json"))
+    if (tk_ends_with(path, ".sarif") || tk_ends_with(path, ".sarif.json"))
         return "sarif";
-    return ends_with(path, ".json") ? "json" : "text";
+    return tk_ends_with(path, ".json") ? "json" : "text";
 }
 
 /* The findings as the format says, in a malloc'd string (text never colored). */

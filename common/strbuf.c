@@ -63,3 +63,9 @@ char *tk_strbuf_detach(tk_strbuf *sb)
     sb->len = sb->alloc = 0;
     return s;
 }
+
+int tk_ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}

@@ -25,4 +25,7 @@ void tk_strbuf_release(tk_strbuf *sb);
 /* The string (caller frees; "" allocated when empty), leaving sb empty. NULL when out of memory. */
 char *tk_strbuf_detach(tk_strbuf *sb);
 
+/* Whether s ends with suffix ("silu.cu", ".cu"). */
+int tk_ends_with(const char *s, const char *suffix);
+
 #endif

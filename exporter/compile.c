@@ -14,6 +14,7 @@
 
 #include "exporter.h"
 #include "fsutil.h"
+#include "strbuf.h"
 
 extern char **environ;
 
@@ -46,12 +47,6 @@ static void list_release(list *l)
     memset(l, 0, sizeof(*l));
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), m = strlen(suffix);
-    return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The .c files under dir, recursively, as the analyzer walks folders: hidden folders and CMake
@@ -79,7 +74,7 @@ static int walk(list *out, const char *dir)
         int isdir = tk_path_is_dir(path);
         if (isdir == 1)
             rc = walk(out, path);
-        else if (isdir == 0 && ends_with(names.v[i], ".c"))
+        else if (isdir == 0 && tk_ends_with(names.v[i], ".c"))
             rc = list_push(out, path);
     }
     list_release(&names);
@@ -132,7 +127,7 @@ int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, s
             rc = tk_error_set(TK_ENOTFOUND, "'%s' does not exist", paths[i]);
         else if (isdir)
             rc = walk(&sources, p);
-        else if (ends_with(p, ".c"))
+        else if (tk_ends_with(p, ".c"))
             rc = list_push(&sources, p);
     }
     if (rc)

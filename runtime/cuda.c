@@ -325,7 +325,7 @@ done:
     return rc;
 }
 
-int tk_cuda_device_name(int ordinal, char *name, size_t n, int *driver_version)
+int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version)
 {
     tk_cu_device *d;
     int rc = device_get(&d, ordinal);
@@ -497,7 +497,7 @@ int tk_cuda_sync(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
 void *tk_cuda_stream(tk_ctx *ctx) { (void)ctx; return NULL; }
 int tk_cuda_sm_count_of(tk_ctx *ctx) { (void)ctx; return 1; }
 int tk_cuda_device_count(int *n) { *n = 0; return no_cuda(); }
-int tk_cuda_device_name(int ordinal, char *name, size_t n, int *driver_version)
+int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version)
 {
     (void)ordinal, (void)n, *driver_version = 0;
     name[0] = '\0';
@@ -527,8 +527,3 @@ int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us)
     return no_cuda();
 }
 #endif
-
-int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version)
-{
-    return tk_cuda_device_name(ordinal, name, n, driver_version);
-}

@@ -1014,10 +1014,11 @@ static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_
     return 0;
 }
 
-/* Whether this run may use the direct graph: a graphs session, caller-supplied outputs that are
- * distinct node values, everything on the session's device; counts consecutive runs with the
- * same pointers (a different set drops the direct graph). */
-static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out, const unsigned char *made)
+/* Whether this run may use the direct graph: a graphs session, caller-supplied outputs (those the
+ * runtime allocates are new every call) that are distinct node values, everything on the
+ * session's device; counts consecutive runs with the same pointers (a different set drops the
+ * direct graph). */
+static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out)
 {
     const tk_exec_program *p = s->p;
     size_t nin = p->m->ninputs, nout = p->m->noutputs;
@@ -1031,7 +1032,7 @@ static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor
     }
     for (size_t i = 0; i < nout; i++) {
         const xvalue *x = &p->values[p->outputs[i]];
-        if (made[i] || x->kind != V_NODE || x->output != (int)i || !same_dev(tk_tensor_device(out[i]), s->ctx->device))
+        if (!out[i] || x->kind != V_NODE || x->output != (int)i || !same_dev(tk_tensor_device(out[i]), s->ctx->device))
             return 0;
         ptrs[nin + i] = tk_tensor_data(out[i]);
     }
@@ -1066,12 +1067,7 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
     s->last_mode = TK_EXEC_EAGER;
     if ((rc = arena_reserve(s, pl->total)))
         goto done;
-    /* outputs the runtime allocates exist only after binding: direct graphs need the caller's */
-    int direct = 0;
-    for (size_t i = 0; i < p->m->noutputs && out[i]; i++)
-        direct = i + 1 == p->m->noutputs;
-    if (direct)
-        direct = direct_ready(s, pl, in, out, made);
+    int direct = direct_ready(s, pl, in, out);
     if ((rc = bind_tensors(s, pl, in, out, t, views, made, direct)))
         goto done;
     if (s->profiling)

@@ -84,12 +84,6 @@ static int load_host(tk_package *pkg, const tk_pkg_entry *e)
 
 /* --- opening ------------------------------------------------------------------------------------ */
 
-static int ends_with(const char *s, const char *suffix)
-{
-    size_t n = strlen(s), k = strlen(suffix);
-    return n >= k && !strcmp(s + n - k, suffix);
-}
-
 /* Every kernels/...fatbin entry joins the fatbin list (names ending in "@cN.fatbin" hold the
  * variants of tuning configuration N, as launch.c reads them). */
 static int register_fatbins(tk_package *pkg)
@@ -100,7 +94,7 @@ static int register_fatbins(tk_package *pkg)
         return tk_error_set(TK_ENOMEM, "out of memory");
     for (size_t i = 0; i < f->nentries; i++) {
         const tk_pkg_entry *e = &f->entries[i];
-        if (strncmp(e->path, "kernels/", 8) != 0 || !ends_with(e->path, ".fatbin"))
+        if (strncmp(e->path, "kernels/", 8) != 0 || !tk_ends_with(e->path, ".fatbin"))
             continue;
         tk_fatbin_node *node = &pkg->fatbins[pkg->nfatbins++];
         node->image = e->data;

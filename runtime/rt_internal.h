@@ -78,9 +78,8 @@ struct tk_ctx {
     /* autotuning (runtime/tune.c): the configuration tk_tune chose last, which the next tk_wrap
      * of that kernel launches; and a configuration forced for every call (the tuner's runs) */
     const tk_kernel *tune_kernel;
-    int tune_config;
-    int tune_variant;  /* the TK_HEURISTIC value's index tk_tune_set chose */
-    int tune_variants; /* the variants are loaded (a package's table, or the tuner) */
+    int tune_base;   /* the chosen configuration's first variant; -1 when no variants are loaded */
+    int tune_launch; /* the variant tk_wrap launches: tune_base + tk_tune_set's value index */
     int64_t tune_key;
     const char *tune_force_kernel;
     int tune_force_config;
@@ -106,8 +105,6 @@ int tk_cuda_sm_count_of(tk_ctx *ctx);
  * the reason when there is no usable driver. */
 int tk_cuda_device_count(int *n);
 int tk_cuda_compute_capability(int ordinal, int *major, int *minor);
-/* The device's name ("NVIDIA H100 80GB HBM3") and the driver's version (13000 for 13.0). */
-int tk_cuda_device_name(int ordinal, char *name, size_t n, int *driver_version);
 /* Times fn on ctx's stream with device events: warmup untimed calls, then reps timed ones, each
  * one's microseconds into times_us[]. fn(arg, i) queues work on ctx (i counts every call). */
 int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warmup, int reps, double *times_us);

@@ -198,8 +198,8 @@ int tk_tune_set(tk_ctx *ctx, const tk_kernel *kernel, const char *param, int val
     if (!rc && idx < 0)
         rc = tk_error_set(TK_EINVAL, "tk_tune_set: kernel '%s' compiles %s for the values \"%s\", not %d", kernel->name,
                           param, h->node->decl->values, value);
-    if (!rc && ctx->tune_kernel && !strcmp(ctx->tune_kernel->name, kernel->name))
-        ctx->tune_variant = idx;
+    if (!rc && ctx->tune_base >= 0 && ctx->tune_kernel && !strcmp(ctx->tune_kernel->name, kernel->name))
+        ctx->tune_launch = ctx->tune_base + idx;
     pthread_mutex_unlock(&lock);
     return rc;
 }
@@ -265,12 +265,13 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key)
             config = ctx->tune_force_config;
         else if (e->has_table)
             config = e->table[tk_tune_bucket(key)];
+        /* the compiled variants are there when a package brought a table, or for the tuner;
+         * variant = configuration * (heuristic values) + the value's index (tk_tune_set) */
+        heur_entry *h = find_heuristic(kernel->name);
         ctx->tune_kernel = kernel;
-        ctx->tune_config = config;
         ctx->tune_key = key;
-        ctx->tune_variant = 0;
-        /* the compiled variants are there when a package brought a table, or for the tuner */
-        ctx->tune_variants = e->has_table || ctx->tune_force_kernel != NULL;
+        ctx->tune_base = e->has_table || ctx->tune_force_kernel ? config * (h ? h->nvalues : 1) : -1;
+        ctx->tune_launch = ctx->tune_base > 0 ? ctx->tune_base : 0;
         values = e->values[config];
     }
     pthread_mutex_unlock(&lock);
@@ -279,12 +280,6 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key)
 
 int tk_tune_config_for(tk_ctx *ctx, const tk_kernel *kernel)
 {
-    if (!ctx || !ctx->tune_kernel || !kernel || strcmp(ctx->tune_kernel->name, kernel->name) != 0 ||
-        !ctx->tune_variants)
-        return 0;
-    pthread_mutex_lock(&lock);
-    heur_entry *h = find_heuristic(kernel->name);
-    int n = h ? h->nvalues : 1;
-    pthread_mutex_unlock(&lock);
-    return ctx->tune_config * n + ctx->tune_variant;
+    /* on every launch: no lock, only what tk_tune and tk_tune_set left in the context */
+    return ctx && ctx->tune_kernel && kernel && !strcmp(ctx->tune_kernel->name, kernel->name) ? ctx->tune_launch : 0;
 }
