@@ -1014,7 +1014,7 @@ static enum CXChildVisitResult collect_string(CXCursor c, CXCursor parent, CXCli
     return CXChildVisit_Continue;
 }
 
-/* TK_AUTOTUNE's record: {kernel, key, params, count, configs, file, line}; the configurations
+/* TK_AUTOTUNE's record: {version, kernel, key, params, count, configs, file, line}; the configurations
  * are the string initializers of the array `configs` names. */
 static void summarize_tune(extract *x, CXCursor var)
 {
@@ -1023,18 +1023,18 @@ static void summarize_tune(extract *x, CXCursor var)
     if (!below(var, CXCursor_InitListExpr, &init))
         return;
     get_kids(init, &k);
-    if (k.n < 5)
+    if (k.n < 6)
         return;
     cJSON *t = cJSON_CreateObject();
     CXCursor ref;
-    char *kernel = below(k.c[0], CXCursor_DeclRefExpr, &ref) ? str_take(clang_getCursorSpelling(ref)) : NULL;
-    char *key = string_value(k.c[1]), *params = string_value(k.c[2]);
+    char *kernel = below(k.c[1], CXCursor_DeclRefExpr, &ref) ? str_take(clang_getCursorSpelling(ref)) : NULL;
+    char *key = string_value(k.c[2]), *params = string_value(k.c[3]);
     cJSON_AddStringToObject(t, "kernel", kernel ? kernel : "");
     cJSON_AddStringToObject(t, "key", key ? key : "");
     cJSON_AddStringToObject(t, "params", params ? params : "");
     unsigned kl = 0, kc = 0, pl = 0, pc = 0;
-    arg_pos(x, k.c[1], &kl, &kc);
-    arg_pos(x, k.c[2], &pl, &pc);
+    arg_pos(x, k.c[2], &kl, &kc);
+    arg_pos(x, k.c[3], &pl, &pc);
     cJSON_AddNumberToObject(t, "key_line", kl);
     cJSON_AddNumberToObject(t, "key_col", kc);
     cJSON_AddNumberToObject(t, "params_line", pl);
@@ -1048,7 +1048,7 @@ static void summarize_tune(extract *x, CXCursor var)
     cJSON_AddNumberToObject(t, "col", col);
     cJSON *configs = cJSON_AddArrayToObject(t, "configs");
     CXCursor list;
-    if (below(k.c[4], CXCursor_DeclRefExpr, &ref) &&
+    if (below(k.c[5], CXCursor_DeclRefExpr, &ref) &&
         below(clang_getCursorReferenced(ref), CXCursor_InitListExpr, &list))
         clang_visitChildren(list, collect_string, &(string_list){x, configs});
     cJSON_AddItemToArray(x->tunes, t);

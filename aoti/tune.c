@@ -663,7 +663,7 @@ static int load_blobs(loaded *l, const tk_aoti_blob *blobs, size_t nblobs)
             snprintf(name, sizeof l->names[0], "tune/%s@c%d", blobs[i].entry, blobs[i].config);
         else
             snprintf(name, sizeof l->names[0], "tune/%s", blobs[i].entry);
-        *node = (tk_fatbin_node){blobs[i].bytes, blobs[i].len, name, NULL};
+        *node = (tk_fatbin_node){TK_FATBIN_RECORD_VERSION, blobs[i].bytes, blobs[i].len, name, NULL, 0};
         tk_fatbin_register(node);
     }
     return rc;

@@ -123,7 +123,7 @@ int tk_cu_fail(CUresult r, const char *stmt, const char *file, int line);
 /* A module loaded from one registered fatbin on one device. */
 typedef struct tk_cu_module {
     const tk_fatbin_node *node; /* the registration it came from */
-    const void *image;          /* node->image when it was loaded */
+    unsigned long long serial;  /* node->serial when it was loaded */
     CUmodule module;            /* NULL when the fatbin has nothing this GPU can run */
     int live;                   /* still registered (launch.c's bookkeeping) */
     struct tk_cu_module *next;

@@ -161,20 +161,6 @@ static int same_device(tk_device a, tk_device b)
     return a.kind == b.kind && (a.kind == TK_DEVICE_CPU || a.index == b.index);
 }
 
-/* The op and its parsed schema. */
-static int lookup(const tk_op_def **def, tk_schema *sc, const char *name)
-{
-    char why[256];
-    if (!(*def = tk_op_find(name)))
-        return tk_error_set(TK_ENOTFOUND, "op '%s' is not registered", name ? name : "");
-    if (!(*def)->schema || tk_schema_parse((*def)->schema, sc, why, sizeof(why)) != 0)
-        return tk_error_set(TK_EINVAL, "op '%s' (%s:%d) has a bad schema: %s", name, (*def)->file ? (*def)->file : "?",
-                            (*def)->line, (*def)->schema ? why : "none");
-    if (sc->nargs > TK_SCHEMA_MAX || sc->nrets > TK_SCHEMA_MAX)
-        return tk_error_set(TK_EUNSUPPORTED, "op '%s' has more than %d arguments or returns", name, TK_SCHEMA_MAX);
-    return 0;
-}
-
 /* The op's result code, with a message when the op gave none. */
 static int op_failed(const tk_op_def *def, const char *what, int rc)
 {
@@ -249,11 +235,12 @@ static int trace_op(tk_ctx *ctx, const tk_op_def *def, tk_tensor *const *in, int
     return rc;
 }
 
-static int op_run_at(tk_ctx *ctx, const char *name, const char *file, int line, tk_tensor *const *in, int nin,
-                     tk_tensor **out, int nout)
+static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
+                     int nin, tk_tensor **out, int nout)
 {
-    const tk_op_def *def;
-    tk_schema sc;
+    const tk_op_def *def = op->def;
+    const tk_schema sc = op->schema;
+    const char *name = def->name;
     tk_tensor *inputs[TK_SCHEMA_MAX] = {0};
     tk_tensor_spec specs[TK_SCHEMA_MAX];
     tk_tensor_spec *sp[TK_SCHEMA_MAX];
@@ -261,8 +248,6 @@ static int op_run_at(tk_ctx *ctx, const char *name, const char *file, int line, 
     char d1[32], d2[32], s1[256], s2[256];
     int rc;
 
-    if ((rc = lookup(&def, &sc, name)))
-        return rc;
     int tracing = ctx->mode == TK_MODE_TRACE;
     if (tracing && (!ctx->tracer || !ctx->tracer->on_op))
         return tk_error_set(TK_EINTERNAL, "op '%s' called on a context in trace mode without a tracer", name);
@@ -361,38 +346,49 @@ done:
 }
 
 /* The call runs with ctx->site naming it (for the messages of requirements and the tracer's
- * nodes); the caller's site comes back afterwards, as ops call ops. */
-static int op_run_site(tk_ctx *ctx, const char *name, const char *file, int line, tk_tensor *const *in, int nin,
-                       tk_tensor **out, int nout)
+ * nodes) and ctx->scope set to the op's registry (where its kernels, tuning and the ops it calls
+ * are found); the caller's come back afterwards, as ops call ops. */
+int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
+                       int nin, tk_tensor **out, int nout)
 {
     if (!ctx)
         return tk_error_set(TK_EINVAL, "tk_op_run: no context");
     tk_site saved = ctx->site;
-    ctx->site = (tk_site){name, file, line};
-    int rc = op_run_at(ctx, name, file, line, in, nin, out, nout);
+    tk_registry *scope = ctx->scope;
+    ctx->site = (tk_site){op->def->name, file, line};
+    ctx->scope = op->owner;
+    int rc = op_run_at(ctx, op, file, line, in, nin, out, nout);
     ctx->site = saved;
+    ctx->scope = scope;
     return rc;
 }
 
 int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_tensor **out, int nout)
 {
-    return op_run_site(ctx, name, NULL, 0, in, nin, out, nout);
+    tk_resolved_op op;
+    if (!ctx)
+        return tk_error_set(TK_EINVAL, "tk_op_run: no context");
+    int rc = tk_op_resolve(&op, ctx->scope, name);
+    return rc ? rc : tk_op_run_resolved(ctx, &op, NULL, 0, in, nin, out, nout);
 }
 
 tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
                          tk_tensor *const *inputs)
 {
-    const tk_op_def *def;
-    tk_schema sc;
+    tk_resolved_op op;
     tk_tensor *out[1] = {NULL};
-    if (lookup(&def, &sc, name))
-        return NULL;
-    if (sc.nrets != 1) {
-        tk_error_set(TK_EINVAL, "op '%s' returns %d outputs; tk_call takes ops with one (use tk_op_run)", name,
-                     sc.nrets);
+    if (!ctx) {
+        tk_error_set(TK_EINVAL, "tk_call: no context");
         return NULL;
     }
-    if (op_run_site(ctx, name, file, line, inputs, ninputs, out, 1))
+    if (tk_op_resolve(&op, ctx->scope, name))
+        return NULL;
+    if (op.schema.nrets != 1) {
+        tk_error_set(TK_EINVAL, "op '%s' returns %d outputs; tk_call takes ops with one (use tk_op_run)", name,
+                     op.schema.nrets);
+        return NULL;
+    }
+    if (tk_op_run_resolved(ctx, &op, file, line, inputs, ninputs, out, 1))
         return NULL;
     return out[0];
 }

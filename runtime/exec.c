@@ -53,6 +53,7 @@ typedef struct xvalue {
 
 typedef struct xnode {
     const tk_pm_node *pm;
+    tk_resolved_op op;    /* resolved once, when the program is prepared */
     int in[MAX_NODE_IO];  /* value indices, -1 for an optional input left out */
     int out[MAX_NODE_IO];
 } xnode;
@@ -76,6 +77,7 @@ typedef struct devweights {
 struct tk_exec_program {
     const tk_program_model *m;
     char *origin;
+    tk_registry *reg; /* where the nodes' ops were resolved (borrowed) */
     tk_ctx *symctx; /* a CPU context owning the parsed expressions; read-only after new */
     int nsyms;
     const char **symnames;
@@ -176,6 +178,12 @@ static int link_nodes(tk_exec_program *p)
         if (pn->nin > MAX_NODE_IO || pn->nout > MAX_NODE_IO)
             return tk_error_set(TK_EINVAL, "%s: node %zu (op '%s') has more than %d inputs or outputs", p->origin, n,
                                 pn->op, MAX_NODE_IO);
+        int rc = tk_op_resolve(&x->op, p->reg, pn->op);
+        if (rc) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", tk_error_last());
+            return tk_error_set(rc, "%s: node %zu: %s", p->origin, n, why);
+        }
         for (int i = 0; i < pn->nin; i++) {
             x->in[i] = pn->inputs[i] < 0 ? -1 : find_value(p, pn->inputs[i]);
             if (pn->inputs[i] >= 0 && (x->in[i] < 0 || p->values[x->in[i]].first >= (int)n))
@@ -285,7 +293,7 @@ static int prepare(tk_exec_program *p, const void *weights, size_t len)
 }
 
 int tk_exec_program_new(tk_exec_program **out, const tk_program_model *m, const void *weights, size_t len,
-                        const char *origin)
+                        const char *origin, tk_registry *reg)
 {
     *out = NULL;
     if (!m)
@@ -295,6 +303,7 @@ int tk_exec_program_new(tk_exec_program **out, const tk_program_model *m, const 
         return tk_error_set(TK_ENOMEM, "out of memory");
     pthread_mutex_init(&p->lock, NULL);
     p->m = m;
+    p->reg = reg;
     p->origin = strdup(origin ? origin : m->name);
     int rc = p->origin ? prepare(p, weights, len) : tk_error_set(TK_ENOMEM, "out of memory");
     if (rc) {
@@ -418,6 +427,8 @@ struct tk_session {
     size_t nprofile;
     void **events;  /* 2 per node, made at the first profiled GPU run */
     tk_exec_mode last_mode;
+    void (*release)(void *arg); /* tk_exec_session_set_owner */
+    void *release_arg;
 };
 
 int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
@@ -492,7 +503,17 @@ void tk_session_free(tk_session *s)
     }
     free(s->profile);
     tk_ctx_free(s->ctx);
+    void (*release)(void *) = s->release;
+    void *arg = s->release_arg;
     free(s);
+    if (release)
+        release(arg);
+}
+
+void tk_exec_session_set_owner(tk_session *s, void (*release)(void *arg), void *arg)
+{
+    s->release = release;
+    s->release_arg = arg;
 }
 
 tk_ctx *tk_session_ctx(tk_session *s)
@@ -847,11 +868,10 @@ static int check_outputs(const tk_session *s, const plan *pl, tk_tensor *const *
     return 0;
 }
 
-static void op_cost(const char *op, tk_tensor *const *in, tk_tensor *const *out, tk_node_profile *np)
+static void op_cost(const tk_op_def *def, tk_tensor *const *in, tk_tensor *const *out, tk_node_profile *np)
 {
-    const tk_op_def *def = tk_op_find(op);
     tk_op_cost c = {0, 0};
-    if (def && def->version >= 2 && def->cost && def->cost(in, out, &c) == 0) {
+    if (def->version >= 2 && def->cost && def->cost(in, out, &c) == 0) {
         np->flops = c.flops;
         np->bytes = c.bytes;
     }
@@ -881,14 +901,14 @@ static int run_nodes(tk_session *s, tk_tensor **t, tk_node_profile *prof)
             return rc;
         if (prof && !gpu)
             t0 = now_us();
-        if ((rc = tk_op_run(s->ctx, x->pm->op, in, x->pm->nin, out, x->pm->nout)))
+        if ((rc = tk_op_run_resolved(s->ctx, &x->op, x->pm->file, x->pm->line, in, x->pm->nin, out, x->pm->nout)))
             return rc;
         if (prof && gpu && (rc = tk_cuda_event_record(s->ctx, s->events[2 * n + 1])))
             return rc;
         if (prof) {
             prof[n].op = x->pm->op;
             prof[n].time_us = gpu ? 0 : now_us() - t0;
-            op_cost(x->pm->op, in, out, &prof[n]);
+            op_cost(x->op.def, in, out, &prof[n]);
         }
     }
     for (size_t n = 0; prof && gpu && n < p->m->nnodes; n++)

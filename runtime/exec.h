@@ -11,15 +11,19 @@
 #include <tk/runtime.h>
 
 #include "progmodel.h"
+#include "rt_internal.h"
 
 typedef struct tk_exec_program tk_exec_program;
 
 /* Prepares m for running. m and the safetensors image (weights, len) are borrowed: both must
- * outlive the program. origin names it in messages ("'mlp.tkpkg'"). TK_EINVAL with one line for
- * an expression that does not parse, a node input that is not an earlier value, a guard that
- * cannot be read, or a parameter missing from the weights or of another dtype or shape. */
+ * outlive the program. origin names it in messages ("'mlp.tkpkg'"). Every node's op is resolved
+ * now, in reg (a package's registry; NULL: the application's), then among the application's
+ * ops: runs touch only the resolved definitions. TK_EINVAL with one line for an expression that
+ * does not parse, a node input that is not an earlier value, a guard that cannot be read, or a
+ * parameter missing from the weights or of another dtype or shape; TK_ENOTFOUND for an op that
+ * is not registered. */
 int tk_exec_program_new(tk_exec_program **out, const tk_program_model *m, const void *weights, size_t len,
-                        const char *origin);
+                        const char *origin, tk_registry *reg);
 /* Frees the program and the weights it uploaded; every session on it must be freed first. */
 void tk_exec_program_free(tk_exec_program *p);
 
@@ -27,6 +31,8 @@ void tk_exec_program_free(tk_exec_program *p);
  * free are those of include/tk/runtime.h). No architecture check: tk_session_new does that for
  * packages before it calls this. */
 int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev);
+/* Calls release(arg) when s is freed (a package counts its sessions this way). */
+void tk_exec_session_set_owner(tk_session *s, void (*release)(void *arg), void *arg);
 
 /* How the last tk_session_run executed its nodes. */
 typedef enum tk_exec_mode {

@@ -1,6 +1,7 @@
-/* Kernel launches: kernels found by name in the registered fatbins (each loaded as a module on a
- * device at first need), tk_wrap's boxed arguments checked against the kernel's parameters and
- * unboxed into their exact C types, cuLaunchKernel on the context's stream. */
+/* Kernel launches: kernels found by name in the fatbins of the running op's registry (the
+ * application's, or its package's; each fatbin loaded as a module on a device at first need),
+ * tk_wrap's boxed arguments checked against the kernel's parameters and unboxed into their exact
+ * C types, cuLaunchKernel on the context's stream. */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 #include <stdio.h>
@@ -15,7 +16,8 @@
 
 /* A kernel found on a device: its function and, where the driver can say, its parameter sizes. */
 typedef struct tk_cu_kernel {
-    char *name; /* the key of the device's map */
+    char *name; /* the key of the device's map: registry, name and configuration */
+    tk_cu_module *mod; /* the module it was found in */
     CUfunction fn;
     int nparams; /* -1 when the driver cannot tell (before CUDA 12.4) */
     size_t *param_size;
@@ -34,30 +36,33 @@ static void kernel_free(tk_cu_kernel *k)
 static int mark_live(const tk_fatbin_node *node, void *arg)
 {
     for (tk_cu_module *m = arg; m; m = m->next)
-        if (m->node == node && m->image == node->image)
+        if (m->node == node && m->serial == node->serial)
             m->live = 1;
     return 0;
 }
 
-/* After a fatbin was unregistered (its object unloaded): forget every kernel found so far, and
- * unload the modules whose fatbin went away. Forgotten entries are retired, not freed: another
- * thread may be launching through one it looked up just before. */
+/* After a fatbin left a registry (its object unloaded, its package closed): unload the modules
+ * whose fatbin is in no registry any more, and forget the kernels found in them. Forgotten
+ * entries are retired, not freed: another thread may be launching through one it looked up just
+ * before. Kernels of modules still in use stay (another package's keep running undisturbed). */
 static void forget_stale(tk_cu_device *d)
 {
     unsigned gen = tk_fatbin_generation();
     if (d->fatbin_gen == gen)
         return;
+    for (tk_cu_module *m = d->modules; m; m = m->next)
+        m->live = 0;
+    tk_fatbin_foreach_all(mark_live, d->modules);
+    tk_map keep = TK_MAP_INIT;
     for (size_t i = 0; i < d->kernels.cap; i++) {
-        if (d->kernels.keys[i]) {
-            tk_cu_kernel *k = d->kernels.vals[i];
+        tk_cu_kernel *k = d->kernels.keys[i] ? d->kernels.vals[i] : NULL;
+        if (k && (!k->mod->live || tk_map_put(&keep, k->name, k))) {
             k->next_retired = d->retired;
             d->retired = k;
         }
     }
     tk_map_release(&d->kernels);
-    for (tk_cu_module *m = d->modules; m; m = m->next)
-        m->live = 0;
-    tk_fatbin_foreach(mark_live, d->modules);
+    d->kernels = keep;
     for (tk_cu_module **pm = &d->modules; *pm;) {
         tk_cu_module *m = *pm;
         if (m->live) {
@@ -77,6 +82,7 @@ typedef struct search {
     const char *name;
     int config;           /* the tuning configuration whose variant is wanted (0: the default) */
     CUfunction fn;
+    tk_cu_module *mod;    /* where fn was found */
     int rc;               /* a failure that stops the search (out of memory, a driver error) */
     char load_error[512]; /* the first fatbin that could not be loaded on this device */
 } search;
@@ -95,7 +101,7 @@ static int search_node(const tk_fatbin_node *node, void *arg)
     if (node_config(node) != s->config)
         return 0;
     for (m = s->dev->modules; m; m = m->next)
-        if (m->node == node && m->image == node->image)
+        if (m->node == node && m->serial == node->serial)
             break;
     if (!m) {
         m = calloc(1, sizeof(*m));
@@ -104,7 +110,7 @@ static int search_node(const tk_fatbin_node *node, void *arg)
             return 1;
         }
         m->node = node;
-        m->image = node->image;
+        m->serial = node->serial;
         m->next = s->dev->modules;
         s->dev->modules = m;
         CUresult r = cuModuleLoadData(&m->module, node->image);
@@ -125,6 +131,7 @@ static int search_node(const tk_fatbin_node *node, void *arg)
     CUresult r = cuModuleGetFunction(&s->fn, m->module, s->name);
     if (r == CUDA_ERROR_NOT_FOUND)
         return 0;
+    s->mod = m;
     if (r != CUDA_SUCCESS)
         s->rc = tk_cu_fail(r, "cuModuleGetFunction(&fn, module, name)", __FILE__, __LINE__);
     return 1;
@@ -165,31 +172,31 @@ static int param_info(tk_cu_kernel *k)
     return 0;
 }
 
-/* The kernel `name` (of tuning configuration `config`, 0 for untuned kernels and defaults). */
-static int kernel_find(tk_cu_device *d, const char *name, int config, tk_cu_kernel **out)
+/* The kernel `name` (of tuning configuration `config`, 0 for untuned kernels and defaults) among
+ * the fatbins of registry r. */
+static int kernel_find(tk_cu_device *d, tk_registry *r, const char *name, int config, tk_cu_kernel **out)
 {
     int rc = 0;
     tk_cu_kernel *k = NULL;
-    char key[300];
-    if (config)
-        snprintf(key, sizeof key, "%s@c%d", name, config);
-    else
-        snprintf(key, sizeof key, "%s", name);
+    char key[340];
+    snprintf(key, sizeof key, "%p/%s@c%d", (void *)r, name, config);
     pthread_mutex_lock(&d->lock);
     forget_stale(d);
     *out = tk_map_get(&d->kernels, key);
     if (*out)
         goto done;
     search s = {.dev = d, .name = name, .config = config};
-    int found = tk_fatbin_foreach(search_node, &s);
+    int found = tk_fatbin_foreach(r, search_node, &s);
     if (found < 0) {
         rc = found;
         goto done;
     }
     if (!found) {
         if (config)
-            rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' configuration %d is not in any loaded fatbin%s", name, config,
-                              s.load_error);
+            rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' configuration %d is not in any fatbin of %s%s", name, config,
+                              r->origin ? r->origin : "the application", s.load_error);
+        else if (r->origin)
+            rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' is not in any fatbin of %s%s", name, r->origin, s.load_error);
         else
             rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' is not in any loaded fatbin (built with tk_add_kernels?)%s",
                               name, s.load_error);
@@ -203,6 +210,7 @@ static int kernel_find(tk_cu_device *d, const char *name, int config, tk_cu_kern
         goto done;
     }
     k->fn = s.fn;
+    k->mod = s.mod;
     if ((rc = param_info(k)) || (rc = tk_map_put(&d->kernels, k->name, k)))
         goto done;
     *out = k;
@@ -307,7 +315,8 @@ int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 b
     if (nargs < 0 || nargs > TK_MAX_KERNEL_ARGS || (nargs && !args))
         return tk_error_set(TK_EINVAL, "kernel '%s' launched with %d arguments (at most %d)", kernel->name, nargs,
                             TK_MAX_KERNEL_ARGS);
-    if ((rc = kernel_find(d, kernel->name, tk_tune_config_for(ctx, kernel), &k)))
+    tk_registry *scope = ctx->scope ? ctx->scope : tk_registry_process();
+    if ((rc = kernel_find(d, scope, kernel->name, tk_tune_config_for(ctx, kernel), &k)))
         return rc;
     if (k->nparams >= 0 && k->nparams != nargs)
         return tk_error_set(TK_EINVAL, "kernel '%s' takes %d parameter%s, tk_wrap passed %d", kernel->name,

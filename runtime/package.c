@@ -1,8 +1,11 @@
-/* Packages (tk_package_*): a .tkpkg read and verified by runtime/pkgfile.c, its fatbins registered
- * for tk_wrap's kernel lookup, its host object loaded last, its ops checked, and sessions on a
- * device whose architecture the package can serve. */
+/* Packages (tk_package_*): a .tkpkg read and verified by runtime/pkgfile.c, then made a namespace
+ * of its own: a registry (runtime/registry.c) holding its fatbins, the ops, tuning declarations
+ * and heuristics its host object's constructors register, and its tuning tables; the program's
+ * nodes are resolved there once. Sessions hold a reference: a package closed while sessions run
+ * goes away with the last of them, which is how a service swaps versions under load. */
 #define _GNU_SOURCE /* memfd_create */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,13 +19,14 @@
 #include "sym.h"
 
 struct tk_package {
+    atomic_size_t refs; /* the opener's, plus one per session */
     tk_pkgfile *f;
+    tk_registry *reg;   /* the package's namespace */
     tk_exec_program *prog;
     size_t nfatbins;
     tk_fatbin_node *fatbins;
     int host_fd;      /* the memfd (or temporary file) the host object was loaded from; -1 */
     void *host;       /* tk_ops_load's handle */
-    size_t ntuned;    /* tuning tables set, the first ntuned of f->tunes */
     tk_io_info *inputs, *outputs;
     char (*out_names)[24];
 };
@@ -67,7 +71,7 @@ static int load_host(tk_package *pkg, const tk_pkg_entry *e)
         rc = tk_error_set(TK_EIO, "%s: cannot write the host object '%s': %s", pkg->f->origin, e->path,
                           strerror(errno));
     } else {
-        rc = tk_ops_load(&pkg->host, path);
+        rc = tk_registry_load(pkg->reg, &pkg->host, path);
     }
     if (tmp) {
         unlink(path);
@@ -97,31 +101,35 @@ static int register_fatbins(tk_package *pkg)
         if (strncmp(e->path, "kernels/", 8) != 0 || !tk_ends_with(e->path, ".fatbin"))
             continue;
         tk_fatbin_node *node = &pkg->fatbins[pkg->nfatbins++];
+        node->version = TK_FATBIN_RECORD_VERSION;
         node->image = e->data;
         node->size = (size_t)e->size;
         node->name = e->path;
-        tk_fatbin_register(node);
+        tk_registry_add_fatbin(pkg->reg, node);
     }
     return 0;
 }
 
-/* After the host object: every op of the program is registered, and the tuned kernels' tables set. */
+/* After the host object: every op of the program is the package's own or, for built-in ops,
+ * libtkrt's; the tuned kernels' tables are set in the package's registry. */
 static int check_ops(tk_package *pkg)
 {
     const tk_pkgfile *f = pkg->f;
     const tk_program_model *m = f->program;
     for (size_t i = 0; i < m->nops; i++) {
-        if (tk_op_find(m->ops[i].name))
+        const char *name = m->ops[i].name;
+        if (m->ops[i].builtin ? tk_registry_find_op(NULL, name) != NULL
+                              : tk_registry_find_op(pkg->reg, name) != NULL)
             continue;
         if (m->ops[i].builtin)
             return tk_error_set(TK_EINVAL, "%s: op '%s' is built into libtkrt according to the package, and this "
-                                           "libtkrt does not have it", f->origin, m->ops[i].name);
-        return tk_error_set(TK_EINVAL, "%s: op '%s' is not registered after loading %s", f->origin, m->ops[i].name,
+                                           "libtkrt does not have it", f->origin, name);
+        return tk_error_set(TK_EINVAL, "%s: op '%s' is not registered after loading %s", f->origin, name,
                             f->host ? f->host : "the package (it has no host object)");
     }
-    for (; pkg->ntuned < f->ntunes; pkg->ntuned++) {
-        const tk_pkg_tune *t = &f->tunes[pkg->ntuned];
-        if (tk_tune_set_table(t->kernel, t->table))
+    for (size_t i = 0; i < f->ntunes; i++) {
+        const tk_pkg_tune *t = &f->tunes[i];
+        if (tk_tune_set_table(pkg->reg, t->kernel, t->table))
             return tk_error_set(TK_EINVAL, "%s: tuned kernel '%s' has no TK_AUTOTUNE declaration in %s", f->origin,
                                 t->kernel, f->host ? f->host : "the package");
     }
@@ -204,18 +212,21 @@ int tk_package_open(tk_package **out, const char *path)
     tk_package *pkg = calloc(1, sizeof(*pkg));
     if (!pkg)
         return tk_error_set(TK_ENOMEM, "out of memory");
+    atomic_init(&pkg->refs, 1);
     pkg->host_fd = -1;
-    if ((rc = tk_pkgfile_read(&pkg->f, path)))
+    if ((rc = tk_pkgfile_read(&pkg->f, path)) || (rc = tk_registry_new(&pkg->reg, pkg->f->origin)) ||
+        (rc = register_fatbins(pkg)))
+        goto done;
+    /* the host object's constructors register its ops into the package's registry */
+    if (pkg->f->host && (rc = load_host(pkg, tk_pkgfile_entry(pkg->f, pkg->f->host))))
+        goto done;
+    if ((rc = check_ops(pkg)))
         goto done;
     const tk_pkg_entry *w = tk_pkgfile_entry(pkg->f, "weights.safetensors");
     if ((rc = tk_exec_program_new(&pkg->prog, pkg->f->program, w ? w->data : NULL, w ? (size_t)w->size : 0,
-                                  pkg->f->origin)) ||
-        (rc = describe_io(pkg)) || (rc = register_fatbins(pkg)))
+                                  pkg->f->origin, pkg->reg)) ||
+        (rc = describe_io(pkg)))
         goto done;
-    /* last: the host object's constructors run now, and its ops may launch the kernels above */
-    if (pkg->f->host && (rc = load_host(pkg, tk_pkgfile_entry(pkg->f, pkg->f->host))))
-        goto done;
-    rc = check_ops(pkg);
 done:
     if (rc) {
         tk_package_close(pkg);
@@ -225,27 +236,34 @@ done:
     return 0;
 }
 
-void tk_package_close(tk_package *pkg)
+/* The reverse of open: the program and its uploaded weights, the host object (its destructors
+ * leave the package's registry), the registry with the fatbins and tuning tables, the file. */
+static void package_free(tk_package *pkg)
 {
-    if (!pkg)
-        return;
-    /* the reverse of open: tuning tables, the host object, the fatbins, the program and its
-     * uploaded weights, the file */
-    for (size_t i = pkg->ntuned; i-- > 0;)
-        tk_tune_clear_table(pkg->f->tunes[i].kernel);
-    if (pkg->host)
-        tk_ops_unload(pkg->host);
+    tk_exec_program_free(pkg->prog);
+    tk_registry_unload(pkg->reg, pkg->host);
     if (pkg->host_fd >= 0)
         close(pkg->host_fd);
-    for (size_t i = pkg->nfatbins; i-- > 0;)
-        tk_fatbin_unregister(&pkg->fatbins[i]);
+    tk_registry_free(pkg->reg);
     free(pkg->fatbins);
-    tk_exec_program_free(pkg->prog);
     free(pkg->inputs);
     free(pkg->outputs);
     free(pkg->out_names);
     tk_pkgfile_free(pkg->f);
     free(pkg);
+}
+
+static void package_release(void *arg)
+{
+    tk_package *pkg = arg;
+    if (atomic_fetch_sub(&pkg->refs, 1) == 1)
+        package_free(pkg);
+}
+
+void tk_package_close(tk_package *pkg)
+{
+    if (pkg)
+        package_release(pkg);
 }
 
 const char *tk_package_program(const tk_package *pkg)
@@ -332,5 +350,9 @@ int tk_session_new(tk_session **out, tk_package *pkg, tk_device dev)
         return tk_error_set(TK_EINVAL, "tk_session_new: no package");
     if (dev.kind == TK_DEVICE_CUDA && (rc = check_arch(pkg, dev)))
         return rc;
-    return tk_exec_session_new(out, pkg->prog, dev);
+    if ((rc = tk_exec_session_new(out, pkg->prog, dev)))
+        return rc;
+    atomic_fetch_add(&pkg->refs, 1);
+    tk_exec_session_set_owner(*out, package_release, pkg);
+    return 0;
 }

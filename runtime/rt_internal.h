@@ -5,8 +5,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <tk/program.h>
 #include <tk/runtime.h>
+
+#include "schema.h"
+
+typedef struct tk_registry tk_registry;
 
 typedef enum tk_mode { TK_MODE_EAGER, TK_MODE_TRACE } tk_mode;
 
@@ -75,6 +80,9 @@ struct tk_ctx {
     tk_site site;        /* the op call being dispatched */
     tk_sym_pool *syms;   /* expression nodes, freed with the context */
     tk_weights *weights; /* tk_ctx_set_weights */
+    /* the registry of the op being dispatched (NULL: the process registry): its kernels, tuning
+     * and the ops it calls by name are resolved there */
+    tk_registry *scope;
     /* autotuning (runtime/tune.c): the configuration tk_tune chose last, which the next tk_wrap
      * of that kernel launches; and a configuration forced for every call (the tuner's runs) */
     const tk_kernel *tune_kernel;
@@ -128,33 +136,76 @@ int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us);
 /* --- autotuning (runtime/tune.c) --------------------------------------------------------- */
 
 /* A package's measured choice per key bucket for kernel (TK_TUNE_BUCKETS entries, each a
- * configuration index of its declaration); TK_ENOTFOUND when no declaration of it is loaded. */
-int tk_tune_set_table(const char *kernel, const signed char *table);
-void tk_tune_clear_table(const char *kernel);
-/* The declaration of kernel, with its parameter and configuration counts. */
-int tk_tune_describe(const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl);
+ * configuration index of its declaration), set in the package's registry r; TK_ENOTFOUND when r
+ * holds no declaration of it. */
+int tk_tune_set_table(tk_registry *r, const char *kernel, const signed char *table);
+void tk_tune_clear_table(tk_registry *r, const char *kernel);
+/* The declaration of kernel in r (NULL: the process registry), with its counts. */
+int tk_tune_describe(tk_registry *r, const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl);
+/* Frees r's tuning lists (tk_registry_free). */
+void tk_tune_release(tk_registry *r);
 /* The variant tk_wrap of kernel launches on ctx: configuration * (heuristic values) + the
  * heuristic value's index, for the configuration tk_tune chose last; 0 (the default) when no
  * package brought the kernel's variants. */
 int tk_tune_config_for(tk_ctx *ctx, const tk_kernel *kernel);
 
-/* Fatbins embedded by tk_add_kernels (cmake/tkexport_kernels.cmake) register themselves from a
- * constructor, like ops. */
-typedef struct tk_fatbin_node {
-    const void *image;
-    size_t size;
-    const char *name; /* the target it was built for, for messages; a name ending in "@cN" holds the
-                         variants of configuration N of tuned kernels (packages) */
-    struct tk_fatbin_node *next;
-} tk_fatbin_node;
+/* --- registries (runtime/registry.c) --------------------------------------------------------
+ * What TK_OP, TK_AUTOTUNE, TK_HEURISTIC and tk_add_kernels' fatbin records register goes into a
+ * registry: the process registry for what the application links or loads itself (its own ops, the
+ * built-in tk:: ops, tk_ops_load), or the registry of a package, whose host object is loaded with
+ * that registry as the target of its constructors (tk_registry_load). Names are resolved inside
+ * one registry: two packages may both define "custom_ops::silu" and a kernel "silu_kernel", and
+ * each runs its own. */
+typedef struct tk_tune_entry tk_tune_entry; /* runtime/tune.c */
+typedef struct tk_heur_entry tk_heur_entry;
 
-void tk_fatbin_register(tk_fatbin_node *node);
-void tk_fatbin_unregister(tk_fatbin_node *node);
-/* Calls fn on each registered fatbin, oldest first, with the registry locked, until fn returns
- * non-zero; returns that value (0 when every call returned 0). */
-int tk_fatbin_foreach(int (*fn)(const tk_fatbin_node *node, void *arg), void *arg);
-/* Bumped whenever a fatbin is unregistered, so caches of kernels found in fatbins know when to
- * look again. */
+struct tk_registry {
+    pthread_mutex_t lock; /* guards the lists */
+    char *origin;         /* "'mlp.tkpkg'" for messages; NULL for the process registry */
+    tk_op_node *ops;      /* in registration order: a name defined twice keeps the first */
+    tk_fatbin_node *fatbins;
+    tk_tune_entry *tunes; /* tune.c's lists, under lock */
+    tk_heur_entry *heuristics;
+    struct tk_registry *next; /* registry.c's list of package registries */
+};
+
+/* The application's registry; lives as long as the process. */
+tk_registry *tk_registry_process(void);
+/* The registry constructors running on this thread register into (tune.c). */
+tk_registry *tk_registry_target(void);
+/* A new, empty registry for a package; tk_registry_free empties and frees one (never the
+ * process registry). */
+int tk_registry_new(tk_registry **out, const char *origin);
+void tk_registry_free(tk_registry *r);
+/* Loads a shared object (dlopen, RTLD_LOCAL) whose constructors register into r, and unloads one
+ * whose destructors unregister from r. One load or unload at a time in the process. */
+int tk_registry_load(tk_registry *r, void **handle, const char *path);
+void tk_registry_unload(tk_registry *r, void *handle);
+/* The op `name` in r alone (NULL when absent); r NULL is the process registry. */
+const tk_op_def *tk_registry_find_op(tk_registry *r, const char *name);
+/* Calls fn on each of r's fatbins, oldest first, until fn returns non-zero; returns that value.
+ * fn runs on a snapshot, without the lock. */
+int tk_fatbin_foreach(tk_registry *r, int (*fn)(const tk_fatbin_node *node, void *arg), void *arg);
+/* The same over every registry alive (fn must not free registries). */
+int tk_fatbin_foreach_all(int (*fn)(const tk_fatbin_node *node, void *arg), void *arg);
+/* Adds a fatbin to r directly (a package's entries have no constructor). */
+void tk_registry_add_fatbin(tk_registry *r, tk_fatbin_node *node);
+/* Bumped whenever a fatbin leaves any registry, so caches of kernels found in fatbins know when
+ * to look again. */
 unsigned tk_fatbin_generation(void);
+
+/* An op resolved once: its definition, its parsed schema and the registry it came from (which
+ * its tk_wrap launches and tk_tune calls search). */
+typedef struct tk_resolved_op {
+    const tk_op_def *def;
+    tk_registry *owner;
+    tk_schema schema;
+} tk_resolved_op;
+
+/* Resolves `name` in scope (NULL: the process registry), then in the process registry. */
+int tk_op_resolve(tk_resolved_op *out, tk_registry *scope, const char *name);
+/* Runs a resolved op as tk_op_run does (file and line: the model's call site, or NULL). */
+int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
+                       int nin, tk_tensor **out, int nout);
 
 #endif

@@ -1,36 +1,42 @@
 /* Autotuning at run time: the TK_AUTOTUNE declarations of loaded objects (parsed once when they
- * register), the per-bucket choices packages bring (tk_tune_set_table), and tk_tune, which picks
- * a configuration for a call and tells the next tk_wrap of that kernel which variant to launch. */
+ * register, into the registry being loaded), the per-bucket choices packages bring
+ * (tk_tune_set_table, in the package's registry), and tk_tune, which picks a configuration for a
+ * call and tells the next tk_wrap of that kernel which variant to launch. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "rt_internal.h"
 
-typedef struct tune_entry {
+struct tk_tune_entry {
     tk_tune_node *node;
     char kernel[128];
     int nparams, nconfigs;
     int values[TK_TUNE_MAX_CONFIGS][TK_TUNE_MAX_PARAMS];
     int has_table;
     signed char table[TK_TUNE_BUCKETS]; /* config per bucket */
-    struct tune_entry *next;
-} tune_entry;
+    struct tk_tune_entry *next;
+};
+typedef struct tk_tune_entry tune_entry;
 
 /* A heuristic parameter, registered apart from its TK_AUTOTUNE (either may load first). */
-typedef struct heur_entry {
+struct tk_heur_entry {
     tk_heuristic_node *node;
     char kernel[128];
     int nvalues;
     int values[TK_TUNE_MAX_CONFIGS];
-    struct heur_entry *next;
-} heur_entry;
+    struct tk_heur_entry *next;
+};
+typedef struct tk_heur_entry heur_entry;
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static tune_entry *entries;
-static heur_entry *heuristics;
+/* ctx's scope: the registry of the op running, else the process's. */
+static tk_registry *scope_of(tk_ctx *ctx)
+{
+    return ctx && ctx->scope ? ctx->scope : tk_registry_process();
+}
 
 int tk_tune_bucket(int64_t key)
 {
@@ -62,12 +68,17 @@ static int parse_decl(tune_entry *e, const tk_tune_decl *d)
     const char *where = d->file ? d->file : "?";
     if (!d->kernel || !d->kernel->name || !d->params || !d->key)
         return -1;
+    if (d->version != TK_TUNE_DECL_VERSION) {
+        tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d) was built for declaration version %u, this runtime reads %d; "
+                            "ignored", d->kernel->name, where, d->line, d->version, TK_TUNE_DECL_VERSION);
+        return -1;
+    }
     snprintf(e->kernel, sizeof e->kernel, "%s", d->kernel->name);
     e->nparams = count_words(d->params);
     e->nconfigs = d->nconfigs;
     if (e->nparams < 1 || e->nparams > TK_TUNE_MAX_PARAMS || e->nconfigs < 1 || e->nconfigs > TK_TUNE_MAX_CONFIGS) {
-        fprintf(stderr, "tkexport: TK_AUTOTUNE of '%s' (%s:%d) needs 1 to %d parameters and 1 to %d configurations; "
-                        "ignored\n", e->kernel, where, d->line, TK_TUNE_MAX_PARAMS, TK_TUNE_MAX_CONFIGS);
+        tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d) needs 1 to %d parameters and 1 to %d configurations; ignored",
+               e->kernel, where, d->line, TK_TUNE_MAX_PARAMS, TK_TUNE_MAX_CONFIGS);
         return -1;
     }
     for (int c = 0; c < e->nconfigs; c++) {
@@ -86,8 +97,8 @@ static int parse_decl(tune_entry *e, const tk_tune_decl *d)
                 p++;
         }
         if (!p || *p || k != e->nparams) {
-            fprintf(stderr, "tkexport: TK_AUTOTUNE of '%s' (%s:%d): configuration \"%s\" is not %d integers; "
-                            "ignored\n", e->kernel, where, d->line, d->configs[c] ? d->configs[c] : "", e->nparams);
+            tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d): configuration \"%s\" is not %d integers; ignored",
+                   e->kernel, where, d->line, d->configs[c] ? d->configs[c] : "", e->nparams);
             return -1;
         }
     }
@@ -102,37 +113,62 @@ void tk_tune_register(tk_tune_node *node)
         return;
     }
     e->node = node;
-    pthread_mutex_lock(&lock);
-    e->next = entries;
-    entries = e;
-    pthread_mutex_unlock(&lock);
+    tk_registry *r = tk_registry_target();
+    pthread_mutex_lock(&r->lock);
+    e->next = r->tunes;
+    r->tunes = e;
+    pthread_mutex_unlock(&r->lock);
 }
 
-void tk_tune_unregister(tk_tune_node *node)
+static int unlink_tune(tk_registry *r, tk_tune_node *node)
 {
-    pthread_mutex_lock(&lock);
-    for (tune_entry **p = &entries; *p; p = &(*p)->next) {
+    int found = 0;
+    pthread_mutex_lock(&r->lock);
+    for (tune_entry **p = &r->tunes; *p; p = &(*p)->next) {
         if ((*p)->node == node) {
             tune_entry *e = *p;
             *p = e->next;
             free(e);
+            found = 1;
             break;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
+    return found;
 }
 
-static tune_entry *find(const char *kernel)
+void tk_tune_unregister(tk_tune_node *node)
 {
-    for (tune_entry *e = entries; e; e = e->next)
+    tk_registry *r = tk_registry_target();
+    if (!unlink_tune(r, node) && r != tk_registry_process())
+        unlink_tune(tk_registry_process(), node);
+}
+
+void tk_tune_release(tk_registry *r)
+{
+    while (r->tunes) {
+        tune_entry *e = r->tunes;
+        r->tunes = e->next;
+        free(e);
+    }
+    while (r->heuristics) {
+        heur_entry *h = r->heuristics;
+        r->heuristics = h->next;
+        free(h);
+    }
+}
+
+static tune_entry *find(tk_registry *r, const char *kernel)
+{
+    for (tune_entry *e = r->tunes; e; e = e->next)
         if (!strcmp(e->kernel, kernel))
             return e;
     return NULL;
 }
 
-static heur_entry *find_heuristic(const char *kernel)
+static heur_entry *find_heuristic(tk_registry *r, const char *kernel)
 {
-    for (heur_entry *h = heuristics; h; h = h->next)
+    for (heur_entry *h = r->heuristics; h; h = h->next)
         if (!strcmp(h->kernel, kernel))
             return h;
     return NULL;
@@ -144,6 +180,13 @@ void tk_heuristic_register(tk_heuristic_node *node)
     heur_entry *h = d && d->kernel && d->param && d->values ? calloc(1, sizeof(*h)) : NULL;
     if (!h)
         return;
+    if (d->version != TK_HEURISTIC_DECL_VERSION) {
+        tk_log(TK_LOG_WARN, "TK_HEURISTIC of '%s' (%s:%d) was built for declaration version %u, this runtime reads %d; "
+                            "ignored", d->kernel->name, d->file ? d->file : "?", d->line, d->version,
+               TK_HEURISTIC_DECL_VERSION);
+        free(h);
+        return;
+    }
     snprintf(h->kernel, sizeof h->kernel, "%s", d->kernel->name);
     const char *p = d->values;
     char *end;
@@ -156,38 +199,50 @@ void tk_heuristic_register(tk_heuristic_node *node)
             ;
     }
     if (*p || h->nvalues == 0) {
-        fprintf(stderr, "tkexport: TK_HEURISTIC of '%s' (%s:%d): \"%s\" is not a list of integers; ignored\n",
-                h->kernel, d->file ? d->file : "?", d->line, d->values);
+        tk_log(TK_LOG_WARN, "TK_HEURISTIC of '%s' (%s:%d): \"%s\" is not a list of integers; ignored", h->kernel,
+               d->file ? d->file : "?", d->line, d->values);
         free(h);
         return;
     }
     h->node = node;
-    pthread_mutex_lock(&lock);
-    h->next = heuristics;
-    heuristics = h;
-    pthread_mutex_unlock(&lock);
+    tk_registry *r = tk_registry_target();
+    pthread_mutex_lock(&r->lock);
+    h->next = r->heuristics;
+    r->heuristics = h;
+    pthread_mutex_unlock(&r->lock);
 }
 
-void tk_heuristic_unregister(tk_heuristic_node *node)
+static int unlink_heuristic(tk_registry *r, tk_heuristic_node *node)
 {
-    pthread_mutex_lock(&lock);
-    for (heur_entry **p = &heuristics; *p; p = &(*p)->next) {
+    int found = 0;
+    pthread_mutex_lock(&r->lock);
+    for (heur_entry **p = &r->heuristics; *p; p = &(*p)->next) {
         if ((*p)->node == node) {
             heur_entry *h = *p;
             *p = h->next;
             free(h);
+            found = 1;
             break;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
+    return found;
+}
+
+void tk_heuristic_unregister(tk_heuristic_node *node)
+{
+    tk_registry *r = tk_registry_target();
+    if (!unlink_heuristic(r, node) && r != tk_registry_process())
+        unlink_heuristic(tk_registry_process(), node);
 }
 
 int tk_tune_set(tk_ctx *ctx, const tk_kernel *kernel, const char *param, int value)
 {
     if (!ctx || !kernel || !param)
         return tk_error_set(TK_EINVAL, "tk_tune_set: no %s", !ctx ? "context" : !kernel ? "kernel" : "parameter");
-    pthread_mutex_lock(&lock);
-    heur_entry *h = find_heuristic(kernel->name);
+    tk_registry *r = scope_of(ctx);
+    pthread_mutex_lock(&r->lock);
+    heur_entry *h = find_heuristic(r, kernel->name);
     int rc = 0, idx = -1;
     if (!h || strcmp(h->node->decl->param, param) != 0)
         rc = tk_error_set(TK_EINVAL, "tk_tune_set: kernel '%s' declares no heuristic parameter '%s' (TK_HEURISTIC)",
@@ -200,14 +255,16 @@ int tk_tune_set(tk_ctx *ctx, const tk_kernel *kernel, const char *param, int val
                           param, h->node->decl->values, value);
     if (!rc && ctx->tune_base >= 0 && ctx->tune_kernel && !strcmp(ctx->tune_kernel->name, kernel->name))
         ctx->tune_launch = ctx->tune_base + idx;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
     return rc;
 }
 
-int tk_tune_set_table(const char *kernel, const signed char *table)
+int tk_tune_set_table(tk_registry *r, const char *kernel, const signed char *table)
 {
-    pthread_mutex_lock(&lock);
-    tune_entry *e = find(kernel);
+    if (!r)
+        r = tk_registry_process();
+    pthread_mutex_lock(&r->lock);
+    tune_entry *e = find(r, kernel);
     int rc = 0;
     if (!e)
         rc = tk_error_set(TK_ENOTFOUND, "kernel '%s' has a tuning table but no TK_AUTOTUNE declaration is loaded",
@@ -222,29 +279,33 @@ int tk_tune_set_table(const char *kernel, const signed char *table)
             e->has_table = 1;
         }
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
     return rc;
 }
 
-void tk_tune_clear_table(const char *kernel)
+void tk_tune_clear_table(tk_registry *r, const char *kernel)
 {
-    pthread_mutex_lock(&lock);
-    tune_entry *e = find(kernel);
+    if (!r)
+        r = tk_registry_process();
+    pthread_mutex_lock(&r->lock);
+    tune_entry *e = find(r, kernel);
     if (e)
         e->has_table = 0;
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
 }
 
-int tk_tune_describe(const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl)
+int tk_tune_describe(tk_registry *r, const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl)
 {
-    pthread_mutex_lock(&lock);
-    tune_entry *e = find(kernel);
+    if (!r)
+        r = tk_registry_process();
+    pthread_mutex_lock(&r->lock);
+    tune_entry *e = find(r, kernel);
     if (e) {
         *nparams = e->nparams;
         *nconfigs = e->nconfigs;
         *decl = e->node->decl;
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
     return e ? 0 : tk_error_set(TK_ENOTFOUND, "kernel '%s' has no TK_AUTOTUNE declaration", kernel);
 }
 
@@ -254,8 +315,9 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key)
         tk_error_set(TK_EINVAL, "tk_tune: no %s", ctx ? "kernel" : "context");
         return NULL;
     }
-    pthread_mutex_lock(&lock);
-    tune_entry *e = find(kernel->name);
+    tk_registry *r = scope_of(ctx);
+    pthread_mutex_lock(&r->lock);
+    tune_entry *e = find(r, kernel->name);
     const int *values = NULL;
     if (!e) {
         tk_error_set(TK_ENOTFOUND, "tk_tune: kernel '%s' has no TK_AUTOTUNE declaration", kernel->name);
@@ -267,14 +329,14 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key)
             config = e->table[tk_tune_bucket(key)];
         /* the compiled variants are there when a package brought a table, or for the tuner;
          * variant = configuration * (heuristic values) + the value's index (tk_tune_set) */
-        heur_entry *h = find_heuristic(kernel->name);
+        heur_entry *h = find_heuristic(r, kernel->name);
         ctx->tune_kernel = kernel;
         ctx->tune_key = key;
         ctx->tune_base = e->has_table || ctx->tune_force_kernel ? config * (h ? h->nvalues : 1) : -1;
         ctx->tune_launch = ctx->tune_base > 0 ? ctx->tune_base : 0;
         values = e->values[config];
     }
-    pthread_mutex_unlock(&lock);
+    pthread_mutex_unlock(&r->lock);
     return values;
 }
 

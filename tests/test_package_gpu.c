@@ -48,7 +48,7 @@ static void fixture_init(fixture *fx)
 {
     fx->m = tp_model();
     fx->weights = tp_weights(&fx->wlen);
-    tk_assert_ok(tk_exec_program_new(&fx->p, fx->m, fx->weights, fx->wlen, "'test'"));
+    tk_assert_ok(tk_exec_program_new(&fx->p, fx->m, fx->weights, fx->wlen, "'test'", NULL));
 }
 
 static void fixture_release(fixture *fx)
@@ -176,7 +176,7 @@ static void gpu__uncapturable_ops_run_eagerly(void **state)
     tk_exec_program *p;
     tk_session *s;
     tk_exec_stats st;
-    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'via'"));
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'via'", NULL));
     tk_assert_ok(tk_exec_session_new(&s, p, GPU));
     for (int i = 0; i < 4; i++) {
         tk_tensor *x = tp_input(9, i), *y = NULL, *host;

@@ -66,7 +66,7 @@ static void tune__table_selects_per_bucket_and_tk_wrap_follows(void **state)
     signed char table[TK_TUNE_BUCKETS] = {0};
     for (int b = 10; b < TK_TUNE_BUCKETS; b++)
         table[b] = b < 20 ? 1 : 2;
-    tk_assert_ok(tk_tune_set_table("tuned_k", table));
+    tk_assert_ok(tk_tune_set_table(NULL, "tuned_k", table));
     const int *cfg = tk_tune(g_ctx, tuned_k, 512); /* bucket 9 */
     assert_int_equal(cfg[0], 256);
     assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 0);
@@ -87,7 +87,7 @@ static void tune__table_selects_per_bucket_and_tk_wrap_follows(void **state)
     assert_int_equal(cfg[0], 256);
     g_ctx->tune_force_kernel = NULL;
 
-    tk_tune_clear_table("tuned_k");
+    tk_tune_clear_table(NULL, "tuned_k");
     cfg = tk_tune(g_ctx, tuned_k, INT64_C(1) << 30);
     assert_int_equal(cfg[0], 256);
 }
@@ -97,9 +97,9 @@ static void tune__bad_tables_and_undeclared_kernels_are_refused(void **state)
     (void)state;
     signed char table[TK_TUNE_BUCKETS] = {0};
     table[7] = 3; /* tuned_k has 3 configurations */
-    tk_assert_fails(tk_tune_set_table("tuned_k", table), TK_EINVAL, "kernel 'tuned_k': bucket 7 selects configuration 3 of 3");
+    tk_assert_fails(tk_tune_set_table(NULL, "tuned_k", table), TK_EINVAL, "kernel 'tuned_k': bucket 7 selects configuration 3 of 3");
     table[7] = 0;
-    tk_assert_fails(tk_tune_set_table("nope_k", table), TK_ENOTFOUND, "kernel 'nope_k' has a tuning table");
+    tk_assert_fails(tk_tune_set_table(NULL, "nope_k", table), TK_ENOTFOUND, "kernel 'nope_k' has a tuning table");
     assert_null(tk_tune(g_ctx, undeclared_k, 1));
     assert_non_null(strstr(tk_error_last(), "kernel 'undeclared_k' has no TK_AUTOTUNE declaration"));
 }
@@ -108,14 +108,14 @@ static void tune__malformed_declarations_are_not_registered(void **state)
 {
     (void)state;
     static const char *const short_configs[] = {"256 1", "128"};
-    static const tk_tune_decl bad = {other_k, "n", "BLOCK ITEMS", 2, short_configs, "bad.c", 3};
+    static const tk_tune_decl bad = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK ITEMS", 2, short_configs, "bad.c", 3};
     static tk_tune_node node = {&bad, NULL};
     tk_tune_register(&node); /* prints why on stderr */
     assert_null(tk_tune(g_ctx, other_k, 1));
     tk_tune_unregister(&node);
 
     static const char *const good[] = {"64"};
-    static const tk_tune_decl ok = {other_k, "n", "BLOCK", 1, good, "ok.c", 4};
+    static const tk_tune_decl ok = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK", 1, good, "ok.c", 4};
     static tk_tune_node ok_node = {&ok, NULL};
     tk_tune_register(&ok_node);
     const int *cfg = tk_tune(g_ctx, other_k, 1);
@@ -135,7 +135,7 @@ static void tune__heuristic_picks_the_variant_of_the_chosen_configuration(void *
     /* with them: configuration * 2 + the value's index */
     signed char table[TK_TUNE_BUCKETS] = {0};
     table[12] = 2;
-    tk_assert_ok(tk_tune_set_table("tuned_k", table));
+    tk_assert_ok(tk_tune_set_table(NULL, "tuned_k", table));
     assert_non_null(tk_tune(g_ctx, tuned_k, 4096));
     assert_int_equal(tk_tune_config_for(g_ctx, tuned_k), 4);
     tk_assert_ok(tk_tune_set(g_ctx, tuned_k, "EVEN", 1));
@@ -146,7 +146,7 @@ static void tune__heuristic_picks_the_variant_of_the_chosen_configuration(void *
     tk_assert_fails(tk_tune_set(g_ctx, tuned_k, "EVEN", 2), TK_EINVAL, "compiles EVEN for the values \"0 1\", not 2");
     tk_assert_fails(tk_tune_set(g_ctx, tuned_k, "ODD", 0), TK_EINVAL, "declares no heuristic parameter 'ODD'");
     tk_assert_fails(tk_tune_set(g_ctx, other_k, "EVEN", 0), TK_EINVAL, "kernel 'other_k' declares no heuristic");
-    tk_tune_clear_table("tuned_k");
+    tk_tune_clear_table(NULL, "tuned_k");
 }
 
 int main(void)

@@ -4,6 +4,7 @@
 #ifndef TK_OP_H
 #define TK_OP_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <tk/error.h>
 
@@ -232,6 +233,26 @@ typedef struct tk_op_node {
 void tk_op_register(tk_op_node *node);
 void tk_op_unregister(tk_op_node *node);
 
+/* The registration record of a kernel fatbin that a binary embeds (tk_add_kernels in CMake
+ * generates one per .cu and registers it from a constructor, like TK_OP). Kernels registered by
+ * the application itself are found by the application's ops; a package's fatbins are registered
+ * inside the package (docs/formats/tkpkg.md) and found only by that package's ops. */
+#define TK_FATBIN_RECORD_VERSION 1
+typedef struct tk_fatbin_node {
+    unsigned version;  /* TK_FATBIN_RECORD_VERSION */
+    const void *image; /* the fatbin's bytes, alive while registered */
+    size_t size;
+    const char *name;  /* for messages; a name ending in "@cN" holds the variants of tuning
+                          configuration N (packages) */
+    struct tk_fatbin_node *next;         /* set by the runtime */
+    unsigned long long serial;           /* set by the runtime: which registration this is */
+} tk_fatbin_node;
+
+/* Called by the generated constructor and destructor; not for direct use. A record of another
+ * version is refused with a warning through the log. */
+void tk_fatbin_register(tk_fatbin_node *node);
+void tk_fatbin_unregister(tk_fatbin_node *node);
+
 #if defined(__clang__)
 /* What the analyzer finds: the op's name and schema as annotate attributes on its function. */
 #define TK__OP_ANNOTATE(name, schema) __attribute__((annotate("tk.op:" name), annotate("tk.schema:" schema)))
@@ -294,7 +315,10 @@ void tk_op_unregister(tk_op_node *node);
 #define TK_TUNE_MAX_CONFIGS 64
 #define TK_TUNE_BUCKETS 64
 
+#define TK_TUNE_DECL_VERSION 1
+
 typedef struct tk_tune_decl {
+    unsigned version;   /* TK_TUNE_DECL_VERSION */
     const tk_kernel *kernel;
     const char *key;    /* the kernel parameter that selects */
     const char *params; /* the compile-time parameters' names, space-separated */
@@ -322,7 +346,7 @@ void tk_tune_unregister(tk_tune_node *node);
 #define TK_AUTOTUNE(kname, key_name, param_names, ...)                                  \
     static const char *const tk__tune_configs_##kname[] = {__VA_ARGS__};               \
     TK__TUNE_ANNOTATE static const tk_tune_decl tk__tune_decl_##kname = {              \
-        kname, key_name, param_names,                                                   \
+        TK_TUNE_DECL_VERSION, kname, key_name, param_names,                             \
         (int)(sizeof(tk__tune_configs_##kname) / sizeof(tk__tune_configs_##kname[0])), \
         tk__tune_configs_##kname, __FILE__, __LINE__};                                  \
     static tk_tune_node tk__tune_node_##kname = {&tk__tune_decl_##kname, 0};            \
@@ -342,7 +366,10 @@ void tk_tune_unregister(tk_tune_node *node);
  * Every configuration is compiled once per listed value (-DEVEN=0, -DEVEN=1); the tuner measures
  * the op, so the heuristic is applied before tuning, as Triton orders them. At most one per
  * kernel; outside a package (builds without tuning) the kernel runs with its source's default. */
+#define TK_HEURISTIC_DECL_VERSION 1
+
 typedef struct tk_heuristic_decl {
+    unsigned version;   /* TK_HEURISTIC_DECL_VERSION */
     const tk_kernel *kernel;
     const char *param;
     const char *values; /* the values compiled, space-separated integers */
@@ -359,8 +386,8 @@ void tk_heuristic_register(tk_heuristic_node *node);
 void tk_heuristic_unregister(tk_heuristic_node *node);
 
 #define TK_HEURISTIC(kname, param_name, value_list)                                      \
-    static const tk_heuristic_decl tk__heur_decl_##kname = {kname, param_name, value_list, \
-                                                             __FILE__, __LINE__};         \
+    static const tk_heuristic_decl tk__heur_decl_##kname = {                             \
+        TK_HEURISTIC_DECL_VERSION, kname, param_name, value_list, __FILE__, __LINE__};    \
     static tk_heuristic_node tk__heur_node_##kname = {&tk__heur_decl_##kname, 0};         \
     TK__CTOR static void tk__heur_ctor_##kname(void) { tk_heuristic_register(&tk__heur_node_##kname); } \
     TK__DTOR static void tk__heur_dtor_##kname(void) { tk_heuristic_unregister(&tk__heur_node_##kname); } \
