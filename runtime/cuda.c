@@ -2,6 +2,7 @@
  * (its primary context), and per-context streams, device memory and copies. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,8 @@ tk_cu_api tk_cu;
 
 static pthread_once_t load_once = PTHREAD_ONCE_INIT;
 static int load_rc;
+/* Set once load() has made the devices table, for tk_cu_foreach_ready (which must not load). */
+static atomic_int devices_made;
 static char load_msg[512];
 static void *libcuda;
 static int ndevices;
@@ -115,6 +118,7 @@ static void load(void)
             pthread_mutex_init(&devices[i].lock, NULL);
             devices[i].ordinal = i;
         }
+        atomic_store(&devices_made, 1);
     }
 done:
     if (rc) {
@@ -176,6 +180,20 @@ done:
     }
     pthread_mutex_unlock(&d->lock);
     return rc;
+}
+
+void tk_cu_foreach_ready(void (*fn)(tk_cu_device *d))
+{
+    if (!atomic_load(&devices_made))
+        return;
+    for (int i = 0; i < ndevices; i++) {
+        tk_cu_device *d = &devices[i];
+        pthread_mutex_lock(&d->lock);
+        int ready = d->ready;
+        pthread_mutex_unlock(&d->lock);
+        if (ready && cuCtxSetCurrent(d->pctx) == CUDA_SUCCESS)
+            fn(d);
+    }
 }
 
 int tk_cu_enter(tk_ctx *ctx, tk_cu_device **dev)

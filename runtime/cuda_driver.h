@@ -157,5 +157,8 @@ struct tk_cuda_ctx {
 /* ctx's device, with its primary context made current on the calling thread (driver calls
  * act on the current context of the thread, and a context may move between threads). */
 int tk_cu_enter(tk_ctx *ctx, tk_cu_device **dev);
+/* Calls fn on each GPU set up so far, with its primary context current; nothing when no GPU was
+ * ever used (it does not load the driver). */
+void tk_cu_foreach_ready(void (*fn)(tk_cu_device *d));
 
 #endif

@@ -77,6 +77,18 @@ static void forget_stale(tk_cu_device *d)
     d->fatbin_gen = gen;
 }
 
+static void forget_stale_locked(tk_cu_device *d)
+{
+    pthread_mutex_lock(&d->lock);
+    forget_stale(d);
+    pthread_mutex_unlock(&d->lock);
+}
+
+void tk_cuda_unload_stale(void)
+{
+    tk_cu_foreach_ready(forget_stale_locked);
+}
+
 typedef struct search {
     tk_cu_device *dev;
     const char *name;
@@ -338,6 +350,10 @@ done:
 
 #else /* built without the CUDA headers (runtime/cuda.c says so at context creation) */
 #include "rt_internal.h"
+
+void tk_cuda_unload_stale(void)
+{
+}
 
 int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)
 {

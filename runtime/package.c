@@ -245,6 +245,7 @@ static void package_free(tk_package *pkg)
     if (pkg->host_fd >= 0)
         close(pkg->host_fd);
     tk_registry_free(pkg->reg);
+    tk_cuda_unload_stale(); /* the package's modules, on each GPU it ran on */
     free(pkg->fatbins);
     free(pkg->inputs);
     free(pkg->outputs);

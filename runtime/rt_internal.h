@@ -119,6 +119,9 @@ int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warm
 /* Looks kernel->name up in the registered fatbins (modules loaded on first use per device),
  * checks args against the kernel's parameters and launches on ctx's stream. */
 int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args);
+/* Unloads, on every GPU in use, the modules of fatbins that left every registry (a closed
+ * package's) and forgets the kernels found in them; a no-op when no GPU was used. */
+void tk_cuda_unload_stale(void);
 /* CUDA graphs (runtime/exec.c): 1 when the driver has stream capture. Capture on ctx's stream
  * in thread-local mode; capture_end always ends it and, with keep, instantiates what was
  * captured (*exec, for graph_launch and graph_free). */

@@ -125,6 +125,29 @@ static void tune__malformed_declarations_are_not_registered(void **state)
     assert_null(tk_tune(g_ctx, other_k, 1));
 }
 
+/* A declaration built against another record layout is left out (with a warning), not misread. */
+static void tune__declarations_of_another_record_version_are_not_registered(void **state)
+{
+    (void)state;
+    static const char *const configs[] = {"64"};
+    static const tk_tune_decl future = {TK_TUNE_DECL_VERSION + 1, other_k, "n", "BLOCK", 1, configs, "new.c", 5};
+    static tk_tune_node node = {&future, NULL};
+    tk_tune_register(&node);
+    assert_null(tk_tune(g_ctx, other_k, 1));
+    tk_tune_unregister(&node);
+
+    static const tk_tune_decl ok = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK", 1, configs, "ok.c", 6};
+    static tk_tune_node ok_node = {&ok, NULL};
+    static const tk_heuristic_decl hfuture = {TK_HEURISTIC_DECL_VERSION + 1, other_k, "EVEN", "0 1", "new.c", 7};
+    static tk_heuristic_node hnode = {&hfuture, NULL};
+    tk_tune_register(&ok_node);
+    tk_heuristic_register(&hnode);
+    assert_non_null(tk_tune(g_ctx, other_k, 1));
+    tk_assert_fails(tk_tune_set(g_ctx, other_k, "EVEN", 0), TK_EINVAL, "kernel 'other_k' declares no heuristic");
+    tk_heuristic_unregister(&hnode);
+    tk_tune_unregister(&ok_node);
+}
+
 static void tune__heuristic_picks_the_variant_of_the_chosen_configuration(void **state)
 {
     (void)state;
@@ -157,6 +180,7 @@ int main(void)
         cmocka_unit_test(tune__table_selects_per_bucket_and_tk_wrap_follows),
         cmocka_unit_test(tune__bad_tables_and_undeclared_kernels_are_refused),
         cmocka_unit_test(tune__malformed_declarations_are_not_registered),
+        cmocka_unit_test(tune__declarations_of_another_record_version_are_not_registered),
         cmocka_unit_test(tune__heuristic_picks_the_variant_of_the_chosen_configuration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -95,14 +95,22 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
 
 /* A package opened for running: its manifest and program checked, every entry verified against
  * its SHA-256 before any is used, the kernels each op needs present, the weights mapped once,
- * the host object loaded last. Shared by every session that runs it; thread-safe. */
+ * the host object loaded last. Shared by every session that runs it; thread-safe.
+ *
+ * A package is a namespace: the ops, kernels, tuning tables and heuristics it brings are resolved
+ * inside it, so any number of packages may be open at once, two versions of one model included,
+ * each running exactly its own code; the application's own ops (built-in tk:: ops, eager use) are
+ * visible to every package, a package's ops to no one else (tk_op_find does not list them). */
 typedef struct tk_package tk_package;
 
 /* Opens and verifies a .tkpkg. Each failure is one line naming the entry, kernel, op or
  * architecture at fault: TK_ENOTFOUND (no such file), TK_EINVAL (not a package, wrong format or
  * version, a digest mismatch, a hostile entry, malformed JSON, a missing kernel), TK_EIO. */
 int tk_package_open(tk_package **out, const char *path);
-/* Closes a package; every session on it must be freed first. */
+/* Gives up the opener's hold on a package. Sessions hold it too: the package (its host object,
+ * modules and weights) goes away when the last of them is freed, so a service can swap versions
+ * under load: open version 2, send new requests to it, close version 1 at once, and version 1's
+ * running sessions finish undisturbed. No tk_session_new on a package after its close. */
 void tk_package_close(tk_package *pkg);
 
 /* One dimension of an input or output: static (sym NULL, value) or symbolic (sym is the
