@@ -1,22 +1,22 @@
-/* The executor: program models prepared for running, weights uploaded once per device, and
- * sessions (tk_session_*) that check inputs, plan intermediates per input-shape signature in one
- * allocation, run each node through the op registry and, on a GPU, replay CUDA graphs.
+/* The executor: program models prepared for running (nodes resolved to their ops once), weights
+ * uploaded once per device, and sessions (tk_session_*) that check inputs, plan intermediates per
+ * input-shape signature in one allocation, run each node and, on a GPU, replay CUDA graphs.
  *
  * Plans. The key of a plan is the vector of the program's symbol values (every shape follows from
- * it); each session keeps its plans, most recently used first, at most MAX_PLANS. A plan gives
- * each value kept in the session's arena a 256-byte aligned offset: values are placed in program
- * order at the lowest offset that overlaps no value alive at the same time (lifetimes in node
- * indices; a node's inputs and outputs never share). The arena is one allocation per session,
- * reallocated when a plan needs more; that moves every intermediate, so graphs are recaptured.
+ * it); each session keeps up to MAX_PLANS of them in a hash table, the least recently used going
+ * first. A plan gives each value kept in the session's arena a 256-byte aligned offset: values
+ * are placed in program order at the lowest offset that overlaps no value alive at the same time
+ * (lifetimes in node indices; a node's inputs and outputs never share). The arena is one
+ * allocation per session, sized at creation for every symbol at its maximum and reallocated only
+ * when a plan needs more; that moves every intermediate, so graphs are recaptured.
  *
- * Graph pointers. A captured graph bakes every pointer its launches use. On a GPU the session is
- * "staged": the inputs are copied into arena slots before the nodes run and the outputs copied
- * from arena slots afterwards, both outside the graph, so a graph touches only the arena (fixed
- * until it grows) and the weights (fixed for the program's life), and the caller may pass other
- * tensors, or let the runtime allocate new outputs, on every call. The price is one device copy
- * of each input and output per call, small next to the nodes for the models this serves. A CPU
- * session is not staged: inputs are read in place and node outputs that are program outputs are
- * written straight into the output tensors. */
+ * The request path does no capture. The first run of a signature is eager, on the caller's
+ * tensors (no copies); it hands the plan to the session's capture thread, which captures the
+ * signature's staged graph on a context of its own: there the inputs and outputs are arena slots,
+ * so the graph bakes only arena and weight pointers, and later runs copy the caller's inputs into
+ * the slots, launch the graph and copy the outputs out. A caller that runs one shape on the same
+ * device tensors again gets, from its second such run, a direct graph captured on those tensors
+ * (no copies). A CPU session is eager only and reads and writes the caller's tensors in place. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
@@ -33,8 +33,6 @@
 
 /* Intermediates start at multiples of this (what cuMemAlloc and vector loads want). */
 #define ARENA_ALIGN 256
-/* Plans kept per session; the least recently used one goes beyond this. */
-#define MAX_PLANS 32
 /* Node inputs and outputs, more than any schema holds (dispatch stops at its own limit). */
 #define MAX_NODE_IO 64
 
@@ -381,22 +379,29 @@ done:
 
 /* --- sessions ----------------------------------------------------------------------------------- */
 
-enum { GRAPH_NONE, GRAPH_READY, GRAPH_NEVER };
+/* A plan's staged graph: none yet, waiting for the capture thread, ready, or never (a capture
+ * failed: an op that allocates or synchronizes runs eagerly for that signature). */
+enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
 
 /* At most this many inputs plus outputs for direct graphs. */
 #define TK_DIRECT_MAX 32
+/* Plans kept per session (each a few hundred bytes plus, on a GPU, its graph): enough that a
+ * batch drawn anew on every call from [1, 1024] stops missing once each size was seen. */
+#define MAX_PLANS 1024
+#define PLAN_BUCKETS 2048 /* power of two */
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
 typedef struct plan {
     int64_t key[64];       /* the symbols' values */
+    uint64_t hash;
     int64_t *shapes;       /* nvalues * TK_MAX_DIMS */
     size_t *offset;        /* SIZE_MAX: not in the arena */
     size_t *size;          /* bytes of each value */
     size_t total;
     size_t runs;
-    int graph_state;
-    void *graph;           /* CUgraphExec */
+    int graph_state;       /* under the session's capture lock */
+    void *graph;           /* CUgraphExec of the staged nodes */
     unsigned graph_arena;  /* the arena generation the graph's pointers belong to */
     /* The direct graph: captured with the caller's input and output pointers themselves, for
      * callers that run the same shape on the same tensors again and again (a serving loop, a
@@ -408,28 +413,67 @@ typedef struct plan {
     int direct_state;
     void *direct;
     unsigned direct_arena;
-    struct plan *next;
+    struct plan *prev, *next; /* most recently used first */
+    struct plan *hnext;       /* the hash bucket's chain */
+    struct plan *qnext;       /* the capture queue */
 } plan;
 
 struct tk_session {
     tk_exec_program *p;
     tk_ctx *ctx;
     tk_tensor **params;
-    int staged;     /* GPU: inputs and outputs go through the arena, so graphs bake only its pointers */
+    int staged;     /* GPU: graphs bake arena pointers only; inputs and outputs are copied around them */
     int graphs;
     int profiling;
     void *arena;
     size_t arena_size, arena_grows;
     unsigned arena_gen;
-    plan *plans;    /* most recently used first */
+    plan *plans, *oldest; /* most recently used first */
     size_t nplans;
+    plan *buckets[PLAN_BUCKETS];
+    tk_tensor *views; /* nvalues tensors over the arena for a run (no allocation per call) */
+    tk_tensor **t;    /* nvalues: each value's tensor in a run */
     tk_node_profile *profile;
     size_t nprofile;
     void **events;  /* 2 per node, made at the first profiled GPU run */
     tk_exec_mode last_mode;
     void (*release)(void *arg); /* tk_exec_session_set_owner */
     void *release_arg;
+    /* The capture thread: the staged graph of a signature is captured there, on a context of its
+     * own, after the signature's first (eager) run, so no request waits for a capture. It reads
+     * the arena, which stays put while a capture is under way (arena_reserve waits). */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int capturer;           /* the thread runs */
+    int stop;
+    pthread_t thread;
+    plan *queue, *queue_tail;
+    plan *in_capture;
+    size_t captures;        /* graphs captured */
+    tk_ctx *cap_ctx;
+    tk_tensor *cap_views;
+    tk_tensor **cap_t;
 };
+
+static int plan_new(plan **out, tk_session *s, const int64_t *key);
+static int arena_reserve(tk_session *s, size_t size);
+static void plan_free(tk_session *s, plan *pl);
+
+/* The arena is sized up front for the largest shapes the program allows (every symbol at its
+ * maximum), so a growing batch does not reallocate it (and recapture every graph) on the request
+ * path; where that size is not to be had, it grows on demand as before. */
+static void arena_presize(tk_session *s)
+{
+    const tk_program_model *m = s->p->m;
+    int64_t key[64] = {0};
+    plan *pl = NULL;
+    for (size_t k = 0; k < m->nsymbols; k++)
+        key[k] = m->symbols[k].max;
+    if (plan_new(&pl, s, key) == 0)
+        arena_reserve(s, pl->total);
+    plan_free(s, pl);
+    tk_error_clear();
+}
 
 int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
 {
@@ -440,7 +484,13 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
     if (!s)
         return tk_error_set(TK_ENOMEM, "out of memory");
     s->p = p;
-    int rc = tk_ctx_new(&s->ctx, dev);
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    int rc = 0;
+    if (!(s->views = calloc(p->nvalues + 1, sizeof(tk_tensor))) || !(s->t = calloc(p->nvalues + 1, sizeof(tk_tensor *))))
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+    if (!rc)
+        rc = tk_ctx_new(&s->ctx, dev);
     if (!rc)
         rc = weights_on(p, s->ctx->device, &s->params);
     if (rc) {
@@ -449,6 +499,8 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
     }
     s->staged = s->ctx->device.kind == TK_DEVICE_CUDA;
     s->graphs = s->staged && tk_cuda_graphs_available();
+    if (s->staged)
+        arena_presize(s);
     *out = s;
     return 0;
 }
@@ -485,10 +537,23 @@ static void events_free(tk_session *s)
     s->events = NULL;
 }
 
+static void capturer_stop(tk_session *s)
+{
+    if (!s->capturer)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->thread, NULL);
+    s->capturer = 0;
+}
+
 void tk_session_free(tk_session *s)
 {
     if (!s)
         return;
+    capturer_stop(s);
     if (s->ctx) {
         /* graphs and buffers may still be in use by queued work */
         if (s->ctx->device.kind == TK_DEVICE_CUDA)
@@ -502,7 +567,14 @@ void tk_session_free(tk_session *s)
         arena_free(s);
     }
     free(s->profile);
+    tk_ctx_free(s->cap_ctx);
+    free(s->cap_views);
+    free(s->cap_t);
+    free(s->views);
+    free(s->t);
     tk_ctx_free(s->ctx);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
     void (*release)(void *) = s->release;
     void *arg = s->release_arg;
     free(s);
@@ -545,12 +617,25 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
     st->arena_bytes = s->arena_size;
     st->arena_grows = s->arena_grows;
     st->last_mode = s->last_mode;
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    st->captures = s->captures;
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 }
 
 void tk_exec_session_set_graphs(tk_session *s, int on)
 {
     if (s)
         s->graphs = on && s->staged && tk_cuda_graphs_available();
+}
+
+void tk_exec_session_wait_captures(tk_session *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    while (s->capturer && (s->queue || s->in_capture))
+        pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* --- input checks --------------------------------------------------------------------------- */
@@ -745,7 +830,15 @@ static size_t place(const tk_session *s, const plan *pl, int v)
     return at;
 }
 
-static int plan_new(plan **out, tk_session *s, const binding *b)
+static uint64_t key_hash(const int64_t *key, int n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++)
+        h = (h ^ (uint64_t)key[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+static int plan_new(plan **out, tk_session *s, const int64_t *key)
 {
     const tk_exec_program *p = s->p;
     size_t n = p->nvalues;
@@ -756,13 +849,14 @@ static int plan_new(plan **out, tk_session *s, const binding *b)
         plan_free(s, pl);
         return tk_error_set(TK_ENOMEM, "out of memory");
     }
-    memcpy(pl->key, b->val, sizeof(int64_t) * (size_t)p->nsyms);
+    memcpy(pl->key, key, sizeof(int64_t) * (size_t)p->nsyms);
+    pl->hash = key_hash(key, p->nsyms);
     for (size_t v = 0; v < n; v++) {
         const xvalue *x = &p->values[v];
         size_t bytes = tk_dtype_size(x->pm->dtype);
         for (int d = 0; d < x->pm->rank; d++) {
             int64_t *dim = &pl->shapes[v * TK_MAX_DIMS + (size_t)d];
-            if (tk_sym_eval(x->dims[d], p->symnames, b->val, p->nsyms, dim) || *dim < 0 ||
+            if (tk_sym_eval(x->dims[d], p->symnames, key, p->nsyms, dim) || *dim < 0 ||
                 __builtin_mul_overflow(bytes, (size_t)*dim, &bytes)) {
                 plan_free(s, pl);
                 return tk_error_set(TK_EINVAL, "program '%s': value %d dim %d (%s) is %lld for these inputs",
@@ -782,65 +876,123 @@ static int plan_new(plan **out, tk_session *s, const binding *b)
     return 0;
 }
 
-/* The plan of this signature: cached, moved to the front, or made (the oldest beyond MAX_PLANS
- * goes). */
+static void lru_unlink(tk_session *s, plan *pl)
+{
+    if (pl->prev)
+        pl->prev->next = pl->next;
+    else
+        s->plans = pl->next;
+    if (pl->next)
+        pl->next->prev = pl->prev;
+    else
+        s->oldest = pl->prev;
+    pl->prev = pl->next = NULL;
+}
+
+static void lru_push_front(tk_session *s, plan *pl)
+{
+    pl->prev = NULL;
+    pl->next = s->plans;
+    if (s->plans)
+        s->plans->prev = pl;
+    else
+        s->oldest = pl;
+    s->plans = pl;
+}
+
+/* Drops the least recently used plan that is not being captured (a queued one leaves the queue). */
+static void plan_evict(tk_session *s)
+{
+    pthread_mutex_lock(&s->lock);
+    plan *pl = s->oldest;
+    while (pl && pl == s->in_capture)
+        pl = pl->prev;
+    if (pl && pl->graph_state == GRAPH_QUEUED) {
+        plan **q = &s->queue, *last = NULL;
+        while (*q && *q != pl) {
+            last = *q;
+            q = &(*q)->qnext;
+        }
+        if (*q) {
+            *q = pl->qnext;
+            if (s->queue_tail == pl)
+                s->queue_tail = last;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (!pl)
+        return;
+    lru_unlink(s, pl);
+    for (plan **h = &s->buckets[pl->hash & (PLAN_BUCKETS - 1)]; *h; h = &(*h)->hnext) {
+        if (*h == pl) {
+            *h = pl->hnext;
+            break;
+        }
+    }
+    s->nplans--;
+    plan_free(s, pl);
+}
+
+/* The plan of this signature: found through its hash and moved to the front, or made (the least
+ * recently used one beyond MAX_PLANS goes). */
 static int plan_get(tk_session *s, const binding *b, plan **out)
 {
     size_t keylen = sizeof(int64_t) * (size_t)s->p->nsyms;
-    plan **pp = &s->plans, *pl;
-    for (; *pp; pp = &(*pp)->next) {
-        if (!memcmp((*pp)->key, b->val, keylen)) {
-            pl = *pp;
-            *pp = pl->next;
-            pl->next = s->plans;
-            s->plans = pl;
+    uint64_t hash = key_hash(b->val, s->p->nsyms);
+    plan **bucket = &s->buckets[hash & (PLAN_BUCKETS - 1)], *pl;
+    for (pl = *bucket; pl; pl = pl->hnext) {
+        if (pl->hash == hash && !memcmp(pl->key, b->val, keylen)) {
+            if (pl != s->plans) {
+                lru_unlink(s, pl);
+                lru_push_front(s, pl);
+            }
             *out = pl;
             return 0;
         }
     }
-    int rc = plan_new(&pl, s, b);
+    int rc = plan_new(&pl, s, b->val);
     if (rc)
         return rc;
-    pl->next = s->plans;
-    s->plans = pl;
-    if (++s->nplans > MAX_PLANS) {
-        plan **last = &s->plans;
-        while ((*last)->next)
-            last = &(*last)->next;
-        plan_free(s, *last);
-        *last = NULL;
-        s->nplans--;
-    }
+    if (s->nplans >= MAX_PLANS)
+        plan_evict(s);
+    pl->hnext = *bucket;
+    *bucket = pl;
+    lru_push_front(s, pl);
+    s->nplans++;
     *out = pl;
     return 0;
 }
 
 /* The arena holds at least size bytes; growing it moves every intermediate, so graphs that baked
- * the old pointers are recaptured. */
+ * the old pointers are recaptured. It waits for a capture under way, which reads the arena. */
 static int arena_reserve(tk_session *s, size_t size)
 {
     if (size <= s->arena_size)
         return 0;
     void *mem = NULL;
     int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    while (s->in_capture)
+        pthread_cond_wait(&s->cond, &s->lock);
     if (s->ctx->device.kind == TK_DEVICE_CUDA) {
         /* queued work may still read the old arena */
-        if ((rc = tk_cuda_sync(s->ctx)))
-            return rc;
-        arena_free(s);
-        rc = tk_cuda_alloc(s->ctx, &mem, size);
+        if (!(rc = tk_cuda_sync(s->ctx))) {
+            arena_free(s);
+            rc = tk_cuda_alloc(s->ctx, &mem, size);
+        }
     } else {
         arena_free(s);
         if (posix_memalign(&mem, ARENA_ALIGN, size))
             rc = tk_error_set(TK_ENOMEM, "out of memory: %zu bytes for the intermediates", size);
     }
-    if (rc)
-        return rc;
-    s->arena = mem;
-    s->arena_size = size;
-    s->arena_grows++;
-    s->arena_gen++;
-    return 0;
+    if (!rc) {
+        s->arena = mem;
+        s->arena_size = size;
+        s->arena_grows++;
+        s->arena_gen++;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 /* --- running ---------------------------------------------------------------------------------- */
@@ -884,11 +1036,12 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* Runs every node through dispatch with its outputs in place; with prof, times each. */
-static int run_nodes(tk_session *s, tk_tensor **t, tk_node_profile *prof)
+/* Runs every node on ctx (the session's, or the capture thread's) with its outputs in place;
+ * with prof, times each. */
+static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile *prof)
 {
     const tk_exec_program *p = s->p;
-    int gpu = s->ctx->device.kind == TK_DEVICE_CUDA, rc = 0;
+    int gpu = ctx->device.kind == TK_DEVICE_CUDA, rc = 0;
     tk_tensor *in[MAX_NODE_IO], *out[MAX_NODE_IO];
     for (size_t n = 0; n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
@@ -897,13 +1050,13 @@ static int run_nodes(tk_session *s, tk_tensor **t, tk_node_profile *prof)
             in[i] = x->in[i] < 0 ? NULL : t[x->in[i]];
         for (int o = 0; o < x->pm->nout; o++)
             out[o] = t[x->out[o]];
-        if (prof && gpu && (rc = tk_cuda_event_record(s->ctx, s->events[2 * n])))
+        if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n])))
             return rc;
         if (prof && !gpu)
             t0 = now_us();
-        if ((rc = tk_op_run_resolved(s->ctx, &x->op, x->pm->file, x->pm->line, in, x->pm->nin, out, x->pm->nout)))
+        if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, in, x->pm->nin, out, x->pm->nout)))
             return rc;
-        if (prof && gpu && (rc = tk_cuda_event_record(s->ctx, s->events[2 * n + 1])))
+        if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n + 1])))
             return rc;
         if (prof) {
             prof[n].op = x->pm->op;
@@ -912,7 +1065,7 @@ static int run_nodes(tk_session *s, tk_tensor **t, tk_node_profile *prof)
         }
     }
     for (size_t n = 0; prof && gpu && n < p->m->nnodes; n++)
-        if ((rc = tk_cuda_event_elapsed_us(s->ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
+        if ((rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
             return rc;
     return 0;
 }
@@ -938,7 +1091,7 @@ static int run_profiled(tk_session *s, tk_tensor **t)
             }
         }
     }
-    rc = run_nodes(s, t, prof);
+    rc = run_nodes(s, s->ctx, t, prof);
     if (rc) {
         free(prof);
         return rc;
@@ -949,59 +1102,40 @@ static int run_profiled(tk_session *s, tk_tensor **t)
     return 0;
 }
 
-/* Launches the graph in *slot, captured now when there is none (or when the arena moved since):
- * the nodes run under capture and the graph is launched. A capture that fails (an op that
- * allocates or synchronizes) runs the nodes eagerly and sets *state to GRAPH_NEVER. */
-static int capture_or_replay(tk_session *s, tk_tensor **t, void **slot, unsigned *arena, int *state)
+/* Nodes captured on ctx into a new graph (*exec); NULL with the error set when the capture failed
+ * (an op that allocates or synchronizes). */
+static int capture(tk_session *s, tk_ctx *ctx, tk_tensor **t, void **exec)
 {
-    if (*slot && *arena != s->arena_gen) {
-        tk_cuda_graph_free(s->ctx, *slot);
-        *slot = NULL;
+    *exec = NULL;
+    int rc = tk_cuda_capture_begin(ctx);
+    if (rc)
+        return rc;
+    int body = run_nodes(s, ctx, t, NULL);
+    rc = tk_cuda_capture_end(ctx, body == 0, exec);
+    if (!rc && (body || !*exec)) {
+        tk_cuda_graph_free(ctx, *exec);
+        *exec = NULL;
+        rc = body ? body : tk_error_set(TK_EINTERNAL, "a capture gave no graph");
     }
-    if (*slot) {
-        s->last_mode = TK_EXEC_REPLAYED;
-        return tk_cuda_graph_launch(s->ctx, *slot);
-    }
-    if (tk_cuda_capture_begin(s->ctx)) {
-        *state = GRAPH_NEVER;
-        tk_error_clear();
-        return run_nodes(s, t, NULL);
-    }
-    int body = run_nodes(s, t, NULL);
-    void *exec = NULL;
-    int end = tk_cuda_capture_end(s->ctx, body == 0, &exec);
-    if (body || end || !exec) {
-        /* nothing captured ran: run the nodes now, and never capture this way again */
-        tk_cuda_graph_free(s->ctx, exec);
-        *state = GRAPH_NEVER;
-        tk_error_clear();
-        return run_nodes(s, t, NULL);
-    }
-    *slot = exec;
-    *arena = s->arena_gen;
-    *state = GRAPH_READY;
-    s->last_mode = TK_EXEC_CAPTURED;
-    return tk_cuda_graph_launch(s->ctx, exec);
+    return rc;
 }
 
-/* The GPU path: eager on the first run of a signature, then captured into a graph (its
- * pointers are the arena's only, which stays put until it grows) and replayed. */
-static int run_graph(tk_session *s, plan *pl, tk_tensor **t)
-{
-    if (!pl->graph && (pl->runs == 0 || pl->graph_state == GRAPH_NEVER))
-        return run_nodes(s, t, NULL);
-    return capture_or_replay(s, t, &pl->graph, &pl->graph_arena, &pl->graph_state);
-}
+/* How a run binds each value to a tensor. */
+typedef enum bind_mode {
+    BIND_DIRECT, /* inputs and outputs are the caller's tensors, intermediates in the arena */
+    BIND_STAGED, /* inputs copied into arena slots, outputs in arena slots (copied out after) */
+    BIND_ARENA   /* the capture thread: inputs and outputs in arena slots, nothing copied */
+} bind_mode;
 
-/* Tensors for every value of this run: inputs (the caller's, or arena copies when staged),
- * parameters, arena views, and outputs (the caller's or new ones, noted in made[]). */
-static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_tensor **out, tk_tensor **t,
-                        tk_tensor **views, unsigned char *made, int direct)
+/* Tensors for every value of this run into t[] (views[] holds the arena views): inputs, parameters,
+ * arena views and outputs (the caller's or new ones, noted in made[]). */
+static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mode, tk_tensor *const *in,
+                        tk_tensor **out, tk_tensor **t, tk_tensor *views, unsigned char *made)
 {
     const tk_exec_program *p = s->p;
     tk_device dev = s->ctx->device;
     int rc;
-    for (size_t i = 0; i < p->m->noutputs; i++) {
+    for (size_t i = 0; mode != BIND_ARENA && i < p->m->noutputs; i++) {
         const xvalue *x = &p->values[p->outputs[i]];
         if (out[i])
             continue;
@@ -1012,16 +1146,15 @@ static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_
     }
     for (size_t v = 0; v < p->nvalues; v++) {
         const xvalue *x = &p->values[v];
-        if (direct && x->kind == V_INPUT) {
+        if (mode == BIND_DIRECT && x->kind == V_INPUT) {
             t[v] = in[x->index];
-        } else if (direct && x->kind == V_NODE && x->output >= 0) {
+        } else if (mode == BIND_DIRECT && x->kind == V_NODE && x->output >= 0) {
             t[v] = out[x->output];
         } else if (pl->offset[v] != SIZE_MAX) {
-            if ((rc = tk_tensor_wrap(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS],
-                                     s->arena ? (char *)s->arena + pl->offset[v] : NULL)))
-                return rc;
-            t[v] = views[v];
-            if (x->kind == V_INPUT && (rc = tk_tensor_copy(s->ctx, t[v], in[x->index])))
+            tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS],
+                                s->arena ? (char *)s->arena + pl->offset[v] : NULL);
+            t[v] = &views[v];
+            if (x->kind == V_INPUT && mode == BIND_STAGED && (rc = tk_tensor_copy(ctx, t[v], in[x->index])))
                 return rc;
         } else if (x->kind == V_INPUT) {
             t[v] = in[x->index];
@@ -1033,6 +1166,105 @@ static int bind_tensors(tk_session *s, const plan *pl, tk_tensor *const *in, tk_
     }
     return 0;
 }
+
+/* --- the capture thread ------------------------------------------------------------------------ */
+
+static void *capturer_main(void *arg)
+{
+    tk_session *s = arg;
+    pthread_mutex_lock(&s->lock);
+    for (;;) {
+        while (!s->stop && !s->queue)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (s->stop)
+            break;
+        plan *pl = s->queue;
+        s->queue = pl->qnext;
+        if (!s->queue)
+            s->queue_tail = NULL;
+        pl->qnext = NULL;
+        s->in_capture = pl;
+        unsigned gen = s->arena_gen;
+        pthread_mutex_unlock(&s->lock);
+
+        /* the arena stays put until in_capture is cleared (arena_reserve waits for it) */
+        void *exec = NULL;
+        int rc = bind_tensors(s, s->cap_ctx, pl, BIND_ARENA, NULL, NULL, s->cap_t, s->cap_views, NULL);
+        if (!rc)
+            rc = capture(s, s->cap_ctx, s->cap_t, &exec);
+        tk_error_clear();
+
+        pthread_mutex_lock(&s->lock);
+        if (exec && gen == s->arena_gen) {
+            pl->graph = exec;
+            pl->graph_arena = gen;
+            pl->graph_state = GRAPH_READY;
+            s->captures++;
+        } else {
+            if (exec)
+                tk_cuda_graph_free(s->cap_ctx, exec);
+            pl->graph_state = exec ? GRAPH_NONE : GRAPH_NEVER;
+        }
+        s->in_capture = NULL;
+        pthread_cond_broadcast(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* Asks the capture thread for pl's staged graph (started on first need, with its own context). */
+static void capture_later(tk_session *s, plan *pl)
+{
+    pthread_mutex_lock(&s->lock);
+    if (pl->graph_state != GRAPH_NONE)
+        goto done;
+    if (!s->capturer) {
+        const size_t n = s->p->nvalues + 1;
+        if (!s->cap_ctx && tk_ctx_new(&s->cap_ctx, s->ctx->device))
+            goto failed;
+        if ((!s->cap_views && !(s->cap_views = calloc(n, sizeof(tk_tensor)))) ||
+            (!s->cap_t && !(s->cap_t = calloc(n, sizeof(tk_tensor *)))))
+            goto failed;
+        s->stop = 0;
+        if (pthread_create(&s->thread, NULL, capturer_main, s) != 0)
+            goto failed;
+        s->capturer = 1;
+    }
+    pl->graph_state = GRAPH_QUEUED;
+    pl->qnext = NULL;
+    if (s->queue_tail)
+        s->queue_tail->qnext = pl;
+    else
+        s->queue = pl;
+    s->queue_tail = pl;
+    pthread_cond_signal(&s->cond);
+    goto done;
+failed:
+    /* no thread for captures: this session runs eagerly */
+    s->graphs = 0;
+    tk_error_clear();
+done:
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The staged graph of pl when the capture thread has made it for the current arena. */
+static void *staged_graph(tk_session *s, plan *pl)
+{
+    void *g = NULL;
+    pthread_mutex_lock(&s->lock);
+    if (pl->graph_state == GRAPH_READY && pl->graph_arena == s->arena_gen)
+        g = pl->graph;
+    else if (pl->graph_state == GRAPH_READY) {
+        /* the arena moved since: capture again */
+        tk_cuda_graph_free(s->ctx, pl->graph);
+        pl->graph = NULL;
+        pl->graph_state = GRAPH_NONE;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return g;
+}
+
+/* --- direct graphs ------------------------------------------------------------------------------ */
 
 /* Whether this run may use the direct graph: a graphs session, caller-supplied outputs (those the
  * runtime allocates are new every call) that are distinct node values, everything on the
@@ -1069,45 +1301,74 @@ static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor
     return pl->same_ptr_runs >= 1;
 }
 
-/* The direct graph: replayed, or captured now (a failed capture leaves the staged path). */
+/* The direct graph: replayed, or captured now on the request path (the caller's pointers are in
+ * it, so no other thread can make it ahead); a failed capture runs the nodes eagerly and leaves
+ * the staged path for this plan from then on. */
 static int run_direct(tk_session *s, plan *pl, tk_tensor **t)
 {
-    return capture_or_replay(s, t, &pl->direct, &pl->direct_arena, &pl->direct_state);
+    if (pl->direct && pl->direct_arena != s->arena_gen) {
+        tk_cuda_graph_free(s->ctx, pl->direct);
+        pl->direct = NULL;
+    }
+    if (!pl->direct) {
+        if (capture(s, s->ctx, t, &pl->direct)) {
+            pl->direct_state = GRAPH_NEVER;
+            tk_error_clear();
+            return run_nodes(s, s->ctx, t, NULL);
+        }
+        pl->direct_arena = s->arena_gen;
+        pl->direct_state = GRAPH_READY;
+        s->last_mode = TK_EXEC_CAPTURED;
+    } else {
+        s->last_mode = TK_EXEC_REPLAYED;
+    }
+    return tk_cuda_graph_launch(s->ctx, pl->direct);
 }
 
+/* Whether every input lies on the session's device (an eager run then reads them in place). */
+static int inputs_on_device(const tk_session *s, tk_tensor *const *in)
+{
+    for (size_t i = 0; i < s->p->m->ninputs; i++)
+        if (!same_dev(in[i]->device, s->ctx->device))
+            return 0;
+    return 1;
+}
+
+/* One run: profiled (eager), the direct graph, the staged graph when the capture thread has made
+ * it, else eager on the caller's tensors (asking for the staged graph for next time). */
 static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out, unsigned char *made)
 {
     const tk_exec_program *p = s->p;
-    size_t n = p->nvalues;
+    tk_tensor **t = s->t;
     int rc;
-    tk_tensor **t = calloc(2 * n + 1, sizeof(tk_tensor *));
-    if (!t)
-        return tk_error_set(TK_ENOMEM, "out of memory");
-    tk_tensor **views = t + n;
+    void *g = NULL;
     s->last_mode = TK_EXEC_EAGER;
     if ((rc = arena_reserve(s, pl->total)))
-        goto done;
-    int direct = direct_ready(s, pl, in, out);
-    if ((rc = bind_tensors(s, pl, in, out, t, views, made, direct)))
-        goto done;
-    if (s->profiling)
-        rc = run_profiled(s, t);
-    else if (direct)
-        rc = run_direct(s, pl, t);
-    else if (s->graphs)
-        rc = run_graph(s, pl, t);
-    else
-        rc = run_nodes(s, t, NULL);
+        return rc;
+    if (s->profiling) {
+        bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
+        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made)))
+            rc = run_profiled(s, t);
+    } else if (direct_ready(s, pl, in, out)) {
+        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_DIRECT, in, out, t, s->views, made)))
+            rc = run_direct(s, pl, t);
+    } else if (s->graphs && (g = staged_graph(s, pl))) {
+        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_STAGED, in, out, t, s->views, made)) &&
+            !(rc = tk_cuda_graph_launch(s->ctx, g)))
+            s->last_mode = TK_EXEC_REPLAYED;
+    } else {
+        bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
+        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made)))
+            rc = run_nodes(s, s->ctx, t, NULL);
+        if (!rc && s->graphs)
+            capture_later(s, pl);
+    }
     /* outputs that are not their value's storage: staged ones, inputs, parameters, repeats */
     for (size_t i = 0; !rc && i < p->m->noutputs; i++)
         if (t[p->outputs[i]] != out[i])
             rc = tk_tensor_copy(s->ctx, out[i], t[p->outputs[i]]);
     if (!rc)
         pl->runs++;
-done:
-    for (size_t v = 0; v < n; v++)
-        tk_tensor_free(views[v]);
-    free(t);
     return rc;
 }
 

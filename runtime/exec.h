@@ -36,20 +36,26 @@ void tk_exec_session_set_owner(tk_session *s, void (*release)(void *arg), void *
 
 /* How the last tk_session_run executed its nodes. */
 typedef enum tk_exec_mode {
-    TK_EXEC_EAGER,    /* node by node through tk_op_run */
-    TK_EXEC_CAPTURED, /* captured into a CUDA graph now, then launched */
-    TK_EXEC_REPLAYED  /* a graph captured by an earlier run of the signature, launched */
+    TK_EXEC_EAGER,    /* node by node, on the caller's tensors where they are on the device */
+    TK_EXEC_CAPTURED, /* the direct graph captured now (on the caller's tensors), then launched */
+    TK_EXEC_REPLAYED  /* a graph captured earlier launched: the staged graph of the signature (made
+                         by the capture thread after the first run) or the direct graph */
 } tk_exec_mode;
 
 /* What a session holds, for tests: plans cached (one per input-shape signature), the size of
- * its one intermediate allocation, how often that allocation grew, and the last run's mode. */
+ * its one intermediate allocation, how often that allocation grew, the last run's mode, and the
+ * staged graphs the capture thread made. */
 typedef struct tk_exec_stats {
     size_t plans;
     size_t arena_bytes;
     size_t arena_grows;
     tk_exec_mode last_mode;
+    size_t captures;
 } tk_exec_stats;
 void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
+
+/* Waits until the capture thread has no signature left to capture (tests, benchmarks). */
+void tk_exec_session_wait_captures(tk_session *s);
 
 /* Turns CUDA graph replay off (0) or on (1, the default on a GPU), for comparisons. */
 void tk_exec_session_set_graphs(tk_session *s, int on);

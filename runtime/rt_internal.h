@@ -93,6 +93,10 @@ struct tk_ctx {
     int tune_force_config;
 };
 
+/* A tensor struct the caller embeds (not owned, never passed to tk_tensor_free) over data, for
+ * the executor's views into its arena; the shape was checked when the plan was made. */
+void tk_tensor_view_init(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data);
+
 /* A traced tensor (no storage) with the given dtype and symbolic shape, owned by ctx's caller. */
 int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank, const tk_sym *dims);
 

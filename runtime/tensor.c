@@ -181,6 +181,25 @@ done:
     return rc;
 }
 
+void tk_tensor_view_init(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data)
+{
+    memset(t, 0, sizeof(*t));
+    t->dtype = dtype;
+    t->rank = rank;
+    t->device = dev.kind == TK_DEVICE_CPU ? (tk_device){TK_DEVICE_CPU, 0} : dev;
+    size_t nbytes = tk_dtype_size(dtype);
+    uint64_t stride = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        t->shape[i] = shape[i];
+        t->dims[i] = TK_SYM(shape[i]);
+        t->strides[i] = (int64_t)stride;
+        stride *= shape[i] ? (uint64_t)shape[i] : 1u;
+        nbytes *= (size_t)shape[i];
+    }
+    t->nbytes = nbytes;
+    t->data = data;
+}
+
 int tk_tensor_wrap(tk_tensor **out, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data)
 {
     size_t nbytes;

@@ -100,6 +100,44 @@ static void exec__plans_are_cached_per_signature_in_one_arena(void **state)
     fixture_release(&fx);
 }
 
+/* x [n] -> x + x, n in [1, 3000]: more signatures than a session keeps plans for (1024). */
+static void exec__least_recently_used_plans_go_beyond_the_cache(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    tk_exec_stats st;
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::double"));
+    assert_non_null(tk_pm_add_symbol(m, "n", 1, 3000));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 1, "n", 0, 0);
+    tk_pm_node *n = tk_pm_add_node(m, "tk::add", 2, 1, "model.c", 2);
+    n->inputs[0] = 0, n->inputs[1] = 0;
+    tp_set(m, &n->outputs[0], 1, NULL, 1, "n", 0, 0);
+    tp_set(m, tk_pm_add_output(m), 1, NULL, 1, "n", 0, 0);
+    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
+    fixture_init(&fx, m);
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    /* 1100 sizes, then the first ones again (evicted, planned anew) and the last ones (cached) */
+    for (int round = 0; round < 2; round++) {
+        for (int64_t k = 1; k <= 1100; k += round ? 99 : 1) {
+            float v[1100];
+            for (int64_t i = 0; i < k; i++)
+                v[i] = (float)(i % 17) - 3.0f;
+            tk_tensor *x = tp_f32(1, &k, v), *y = NULL;
+            tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
+            for (int64_t i = 0; i < k; i++)
+                assert_true(((float *)tk_tensor_data(y))[i] == 2 * v[i]);
+            tk_tensor_free(x);
+            tk_tensor_free(y);
+        }
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.plans, 1024);
+    }
+    tk_session_free(s);
+    fixture_release(&fx);
+}
+
 static void exec__inputs_are_checked_before_anything_runs(void **state)
 {
     (void)state;
@@ -514,6 +552,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(exec__cpu_run_matches_reference),
         cmocka_unit_test(exec__plans_are_cached_per_signature_in_one_arena),
+        cmocka_unit_test(exec__least_recently_used_plans_go_beyond_the_cache),
         cmocka_unit_test(exec__inputs_are_checked_before_anything_runs),
         cmocka_unit_test(exec__symbols_agree_across_inputs_and_expressions),
         cmocka_unit_test(exec__guards_are_checked),

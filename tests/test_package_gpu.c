@@ -86,12 +86,17 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
     tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU));
     tk_assert_ok(tk_exec_session_new(&e, fx.p, GPU));
     tk_exec_session_set_graphs(e, 0);
-    const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_CAPTURED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
+    /* the first run of a signature is eager and hands it to the capture thread; later runs
+     * replay the graph it made */
+    const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
+    tk_exec_session_stats(g, &st);
+    size_t grows = st.arena_grows;
     for (int i = 0; i < 4; i++) {
         tk_tensor *x = tp_input(13, i), *gy, *gh, *ey, *eh;
         run_to_host(g, x, &gy, &gh);
         tk_exec_session_stats(g, &st);
         assert_int_equal(st.last_mode, want[i]);
+        tk_exec_session_wait_captures(g);
         run_to_host(e, x, &ey, &eh);
         tk_exec_session_stats(e, &st);
         assert_int_equal(st.last_mode, TK_EXEC_EAGER);
@@ -104,20 +109,59 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
         tk_tensor_free(ey);
         tk_tensor_free(eh);
     }
-    /* a bigger signature grows the arena: its graph and the older ones are captured anew */
+    /* a bigger signature: eager, then its own graph; the arena, sized at creation for the largest
+     * batch, does not move, so the older graph stays valid */
+    const int batches[] = {60, 60, 13};
+    const tk_exec_mode modes[] = {TK_EXEC_EAGER, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
     for (int i = 0; i < 3; i++) {
-        tk_tensor *x = tp_input(i == 2 ? 13 : 60, 7 + i), *y, *h;
+        tk_tensor *x = tp_input(batches[i], 7 + i), *y, *h;
         run_to_host(g, x, &y, &h);
         tp_check(x, y, h);
+        tk_exec_session_stats(g, &st);
+        assert_int_equal(st.last_mode, modes[i]);
+        tk_exec_session_wait_captures(g);
         tk_tensor_free(x);
         tk_tensor_free(y);
         tk_tensor_free(h);
     }
     tk_exec_session_stats(g, &st);
     assert_int_equal(st.plans, 2);
-    assert_int_equal(st.last_mode, TK_EXEC_CAPTURED);
+    assert_int_equal(st.captures, 2);
+    assert_int_equal(st.arena_grows, grows);
     tk_session_free(g);
     tk_session_free(e);
+    fixture_release(&fx);
+}
+
+/* A batch that changes on every call (a server's load): each result right, first runs eager, the
+ * repeats replayed from graphs the capture thread made meanwhile. */
+static void gpu__a_new_batch_every_call_stays_correct(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU));
+    unsigned seed = 12345;
+    size_t replayed = 0;
+    for (int i = 0; i < 300; i++) {
+        seed = seed * 1103515245u + 12345u;
+        tk_tensor *x = tp_input(1 + (int64_t)((seed >> 8) % TP_MAX_BATCH), i), *y, *h;
+        run_to_host(s, x, &y, &h);
+        tp_check(x, y, h);
+        tk_exec_session_stats(s, &st);
+        replayed += st.last_mode == TK_EXEC_REPLAYED;
+        tk_tensor_free(x);
+        tk_tensor_free(y);
+        tk_tensor_free(h);
+    }
+    tk_exec_session_wait_captures(s);
+    tk_exec_session_stats(s, &st);
+    assert_true(st.plans <= TP_MAX_BATCH);
+    assert_true(st.captures > 0);
+    assert_true(replayed > 0);
+    tk_session_free(s);
     fixture_release(&fx);
 }
 
@@ -183,6 +227,7 @@ static void gpu__uncapturable_ops_run_eagerly(void **state)
         tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
         tk_exec_session_stats(s, &st);
         assert_int_equal(st.last_mode, TK_EXEC_EAGER);
+        tk_exec_session_wait_captures(s);
         tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_F32, 2, tk_tensor_shape(y)));
         tk_assert_ok(tk_tensor_copy(tk_session_ctx(s), host, y));
         const float *xp = tk_tensor_data(x), *yp = tk_tensor_data(host);
@@ -192,6 +237,8 @@ static void gpu__uncapturable_ops_run_eagerly(void **state)
         tk_tensor_free(y);
         tk_tensor_free(x);
     }
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.captures, 0); /* the capture failed: no graph, eager from then on */
     tk_session_free(s);
     tk_exec_program_free(p);
     free(w);
@@ -262,6 +309,7 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
     }
     const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_CAPTURED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
     for (int i = 0; i < 5; i++) {
+        tk_exec_session_wait_captures(g);
         if (i == 4) { /* new contents in the same input tensor */
             tk_tensor_free(x);
             x = tp_input(13, 9);
@@ -276,11 +324,11 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
         tk_tensor_free(y);
         tk_tensor_free(h);
     }
-    /* other outputs: the staged graph of the signature */
+    /* other outputs: the staged graph of the signature, made by the capture thread */
     tk_assert_ok(tk_session_run(g, &dx, 1, other, 2));
     tk_assert_ok(tk_ctx_sync(ctx));
     tk_exec_session_stats(g, &st);
-    assert_int_equal(st.last_mode, TK_EXEC_CAPTURED);
+    assert_int_equal(st.last_mode, TK_EXEC_REPLAYED);
     tk_tensor *y = to_host(ctx, other[0]), *h = to_host(ctx, other[1]);
     tp_check(x, y, h);
     tk_tensor_free(y);
@@ -303,6 +351,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
+        cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
