@@ -195,6 +195,11 @@ static int describe_io(tk_package *pkg)
 
 int tk_package_open(tk_package **out, const char *path)
 {
+    return tk_package_open_ex(out, path, NULL);
+}
+
+int tk_package_open_ex(tk_package **out, const char *path, const tk_package_options *opts)
+{
     int rc;
     if (!out)
         return tk_error_set(TK_EINVAL, "tk_package_open: no place for the package");
@@ -205,7 +210,8 @@ int tk_package_open(tk_package **out, const char *path)
     if (!pkg)
         return tk_error_set(TK_ENOMEM, "out of memory");
     pkg->host_fd = -1;
-    if ((rc = tk_pkgfile_read(&pkg->f, path)))
+    const tk_pkgfile_trust trust = {opts, 0};
+    if ((rc = tk_pkgfile_read(&pkg->f, path, &trust)))
         goto done;
     const tk_pkg_entry *w = tk_pkgfile_entry(pkg->f, "weights.safetensors");
     if ((rc = tk_exec_program_new(&pkg->prog, pkg->f->program, w ? w->data : NULL, w ? (size_t)w->size : 0,
@@ -271,6 +277,11 @@ const tk_io_info *tk_package_input(const tk_package *pkg, size_t i)
 const tk_io_info *tk_package_output(const tk_package *pkg, size_t i)
 {
     return pkg && i < pkg->f->program->noutputs ? &pkg->outputs[i] : NULL;
+}
+
+const char *tk_package_signer(const tk_package *pkg)
+{
+    return pkg ? pkg->f->signer : NULL;
 }
 
 /* --- sessions ------------------------------------------------------------------------------------ */
