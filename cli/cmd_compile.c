@@ -25,7 +25,7 @@ static const tk_cli_option options[] = {
     {{"sign-key", required_argument, NULL, 'k'}, "KEYFILE",
      "sign with this private key (default: $TKEXPORT_SIGN_KEY, else your per-user key, made on first use)"},
     {{"no-sign", no_argument, NULL, 'N'}, NULL, "write an unsigned package (runs only where unsigned ones are allowed)"},
-    {{"quiet", no_argument, NULL, 'q'}, NULL, "print nothing but errors"},
+    {{"quiet", no_argument, NULL, 'q'}, NULL, "print nothing but errors (and that your signing key was made)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
 };
 #define NOPT (sizeof(options) / sizeof(options[0]))
@@ -60,8 +60,9 @@ static double now(void)
 }
 
 /* The key that signs: --sign-key, else $TKEXPORT_SIGN_KEY, else the per-user key (created and
- * trusted on first use, which is said on stderr). */
-static int signing_key(tk_sign_key **key, const char *flag, int quiet)
+ * trusted on first use, which is said on stderr even with --quiet: a key this machine now trusts
+ * should not appear unannounced). */
+static int signing_key(tk_sign_key **key, const char *flag)
 {
     const char *env = getenv("TKEXPORT_SIGN_KEY");
     const char *path = flag ? flag : env && *env ? env : NULL;
@@ -69,7 +70,7 @@ static int signing_key(tk_sign_key **key, const char *flag, int quiet)
         return tk_sign_key_load(key, path);
     char *key_path = NULL, *trust_path = NULL;
     int created = 0, rc = tk_sign_key_default(key, &created, &key_path, &trust_path);
-    if (!rc && created && !quiet) {
+    if (!rc && created) {
         tk_sign_public pub;
         char id[TK_SIGN_ID_MAX];
         tk_sign_key_public(*key, &pub);
@@ -143,7 +144,7 @@ int cmd_compile(int argc, char **argv)
         return TK_EXIT_USAGE;
     }
     /* the key first: a key that cannot be read stops the compile before it spends any time */
-    if (!no_sign && (err = signing_key(&key, key_file, quiet))) {
+    if (!no_sign && (err = signing_key(&key, key_file))) {
         fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
         return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
     }
