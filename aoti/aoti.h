@@ -1,7 +1,7 @@
 /* The AOT stage: a .tkprog compiled into a .tkpkg (docs/formats/tkpkg.md). The kernels of the
  * program's source closure become fatbins (nvcc, in parallel, cached by the digest of their
  * inputs), its host code one shared object (the system C compiler), and both are packed with
- * the program and its weights into a reproducible zip. Needs no libclang: it reads .tkprog files
+ * the program and its weights into a reproducible, signed zip by runtime/pkgfile.c. Needs no libclang: it reads .tkprog files
  * through libtkrt. Used by `tkexport compile`. */
 #ifndef TK_AOTI_H
 #define TK_AOTI_H
@@ -11,6 +11,7 @@
 #include <tk/op.h>
 
 #include "progmodel.h"
+#include "sign.h"
 
 #define TK_AOTI_MAX_ARCHS 16
 
@@ -22,6 +23,7 @@ typedef struct tk_aoti_options {
     int no_cache;
     int progress; /* a progress line on stderr */
     int autotune; /* measure the TK_AUTOTUNE configurations on the GPU (--autotune) */
+    const tk_sign_key *sign_key; /* signs the manifest (docs/security.md); NULL: an unsigned package */
 } tk_aoti_options;
 
 /* What a compile did, for the CLI's summary line. */

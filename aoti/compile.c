@@ -3,7 +3,6 @@
  * and the .c files one host object, compiled concurrently unless the cache has them; the
  * results are packed with program.json and the weights into a reproducible zip. */
 #define _DEFAULT_SOURCE
-#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -15,11 +14,11 @@
 
 #include "aoti.h"
 #include "fsutil.h"
+#include "pkgfile.h"
 #include "rt_internal.h"
 #include "sha256.h"
 #include "strbuf.h"
 #include "tkprog.h"
-#include "zipfile.h"
 
 #ifndef TK_VERSION
 #define TK_VERSION "0.0.0"
@@ -579,176 +578,131 @@ static int run_jobs(compile *c)
 
 /* --- the package ---------------------------------------------------------------------------- */
 
-static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+/* The package as runtime/pkgfile.h describes it, written (and signed) by tk_pkgfile_write, the
+ * format's one writer. Everything it points to belongs to c, except the arrays freed below. */
+typedef struct pkg_desc {
+    tk_pkgfile f;
+    char ptx[32];
+    char **fatbins; /* the kernel table's fatbin names */
+} pkg_desc;
 
-static int cmp_zip_entry(const void *a, const void *b)
+static void pkg_desc_release(pkg_desc *d)
 {
-    return strcmp(((const tk_zip_entry *)a)->name, ((const tk_zip_entry *)b)->name);
+    for (size_t i = 0; d->fatbins && i < d->f.nkernels; i++)
+        free(d->fatbins[i]);
+    free(d->fatbins);
+    free(d->f.kernels);
+    free(d->f.ops);
+    for (size_t i = 0; i < d->f.ntunes; i++)
+        free(d->f.tunes[i].rows);
+    free(d->f.tunes);
+    free(d->f.entries);
 }
 
-/* kernels[]: every kernel of the op table once, sorted, with its fatbin entry and source. */
-static void add_kernel_table(compile *c, cJSON *doc)
+/* kernels[]: every kernel of the op table once, with its fatbin entry and source. */
+static int describe_kernels(compile *c, pkg_desc *d)
 {
     tk_program_model *m = c->m;
-    cJSON *arr = cJSON_AddArrayToObject(doc, "kernels");
-    size_t nk = 0;
+    size_t nk = 0, k = 0;
     for (size_t i = 0; i < m->nops; i++)
         nk += m->ops[i].nkernels;
-    const char **names = calloc(nk + 1, sizeof(char *));
-    const char **srcs = calloc(nk + 1, sizeof(char *));
-    size_t n = 0, k = 0;
-    for (size_t i = 0; names && srcs && i < m->nops; i++)
+    if (!(d->f.kernels = calloc(nk + 1, sizeof(*d->f.kernels))) || !(d->fatbins = calloc(nk + 1, sizeof(char *))))
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < m->nops; i++)
         for (size_t j = 0; j < m->ops[i].nkernels; j++, k++) {
-            size_t at = 0;
-            while (at < n && strcmp(names[at], m->ops[i].kernels[j]) < 0)
-                at++;
-            if (at < n && !strcmp(names[at], m->ops[i].kernels[j]))
+            int seen = 0;
+            for (size_t x = 0; x < d->f.nkernels && !seen; x++)
+                seen = !strcmp(d->f.kernels[x].name, m->ops[i].kernels[j]);
+            if (seen)
                 continue;
-            memmove(names + at + 1, names + at, (n - at) * sizeof(char *));
-            memmove(srcs + at + 1, srcs + at, (n - at) * sizeof(char *));
-            names[at] = m->ops[i].kernels[j];
-            srcs[at] = c->kernel_src[k];
-            n++;
+            const char *src = c->kernel_src[k];
+            size_t n = strlen(src) + 16;
+            char *fatbin = malloc(n);
+            if (!fatbin)
+                return tk_error_set(TK_ENOMEM, "out of memory");
+            snprintf(fatbin, n, "kernels/%.*s.fatbin", (int)(strlen(src) - 3), src);
+            d->fatbins[d->f.nkernels] = fatbin;
+            d->f.kernels[d->f.nkernels++] = (tk_pkg_kernel){m->ops[i].kernels[j], fatbin, (char *)src};
         }
-    for (size_t i = 0; i < n; i++) {
-        cJSON *e = cJSON_CreateObject();
-        char fatbin[PATH_MAX + 32];
-        snprintf(fatbin, sizeof fatbin, "kernels/%.*s.fatbin", (int)(strlen(srcs[i]) - 3), srcs[i]);
-        cJSON_AddStringToObject(e, "name", names[i]);
-        cJSON_AddStringToObject(e, "fatbin", fatbin);
-        cJSON_AddStringToObject(e, "source", srcs[i]);
-        cJSON_AddItemToArray(arr, e);
-    }
-    free(names);
-    free(srcs);
+    return 0;
 }
 
-/* tuning[]: per tuned kernel its declaration, the fatbin of each configuration and, when
- * measured, the winner and every configuration's time per key bucket. */
-static void add_tuning(compile *c, cJSON *doc)
+/* tuning[]: per tuned kernel its declaration, the fatbin of each compiled variant and, when
+ * measured, what measuring found. */
+static int describe_tuning(compile *c, pkg_desc *d)
 {
-    cJSON *arr = cJSON_AddArrayToObject(doc, "tuning");
+    if (!(d->f.tunes = calloc(c->ntunes + 1, sizeof(*d->f.tunes))))
+        return tk_error_set(TK_ENOMEM, "out of memory");
     for (size_t i = 0; i < c->ntunes; i++) {
         const tk_aoti_tune *t = &c->tunes[i];
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "kernel", t->kernel);
-        cJSON_AddStringToObject(o, "key", t->key);
-        cJSON_AddStringToObject(o, "bucket", "pow2");
-        cJSON *params = cJSON_AddArrayToObject(o, "params");
+        tk_pkg_tune *p = &d->f.tunes[d->f.ntunes++];
+        p->kernel = t->kernel;
+        p->key = t->key;
+        p->nparams = t->nparams;
+        p->nconfigs = t->nconfigs;
         for (int k = 0; k < t->nparams; k++)
-            cJSON_AddItemToArray(params, cJSON_CreateString(t->params[k]));
-        cJSON *configs = cJSON_AddArrayToObject(o, "configs");
-        for (int cfg = 0; cfg < t->nconfigs; cfg++)
-            cJSON_AddItemToArray(configs, cJSON_CreateIntArray(t->values[cfg], t->nparams));
-        if (t->hparam) {
-            cJSON *h = cJSON_AddObjectToObject(o, "heuristic");
-            cJSON_AddStringToObject(h, "param", t->hparam);
-            cJSON_AddItemToObject(h, "values", cJSON_CreateIntArray(t->hvalues, t->nh));
-        } else {
-            cJSON_AddNullToObject(o, "heuristic");
-        }
+            p->params[k] = t->params[k];
+        memcpy(p->values, t->values, sizeof p->values);
+        p->hparam = t->hparam;
+        p->nh = t->nh;
+        memcpy(p->hvalues, t->hvalues, sizeof p->hvalues);
         /* variant v is configuration v / nh with the heuristic's value v % nh */
-        cJSON *fatbins = cJSON_AddArrayToObject(o, "fatbins");
         for (int v = 0; v < t->nconfigs * t->nh; v++)
             for (size_t u = 0; u < c->nunits; u++)
                 if (c->units[u].tune == t && c->units[u].config == v)
-                    cJSON_AddItemToArray(fatbins, cJSON_CreateString(c->units[u].entry));
-        cJSON_AddBoolToObject(o, "measured", t->measured);
-        cJSON_AddItemToObject(o, "device", str_or_null(t->measured ? t->device : NULL));
-        cJSON_AddItemToObject(o, "driver", str_or_null(t->measured ? t->driver : NULL));
-        cJSON *table = cJSON_AddArrayToObject(o, "table");
-        for (size_t r = 0; t->measured && r < t->nrows; r++) {
-            const tk_aoti_tune_row *row = &t->rows[r];
-            cJSON *e = cJSON_CreateObject();
-            cJSON_AddNumberToObject(e, "bucket", row->bucket);
-            cJSON_AddNumberToObject(e, "key", (double)row->key);
-            cJSON_AddNumberToObject(e, "winner", row->winner);
-            cJSON *times = cJSON_AddArrayToObject(e, "times_us");
-            for (int cfg = 0; cfg < t->nconfigs; cfg++) {
-                /* to 0.01 us, so that equal measurements print equally */
-                double us = row->times_us[cfg] < 0 ? -1 : (double)(long long)(row->times_us[cfg] * 100 + 0.5) / 100;
-                cJSON_AddItemToArray(times, cJSON_CreateNumber(us));
-            }
-            cJSON_AddItemToArray(table, e);
+                    p->fatbins[p->nfatbins++] = c->units[u].entry;
+        p->measured = t->measured;
+        p->device = t->measured ? (char *)t->device : NULL;
+        p->driver = t->measured ? (char *)t->driver : NULL;
+        if (!t->measured || !t->nrows)
+            continue;
+        if (!(p->rows = calloc(t->nrows, sizeof(*p->rows))))
+            return tk_error_set(TK_ENOMEM, "out of memory");
+        for (size_t r = 0; r < t->nrows; r++) {
+            p->rows[r].bucket = t->rows[r].bucket;
+            p->rows[r].key = t->rows[r].key;
+            p->rows[r].winner = t->rows[r].winner;
+            memcpy(p->rows[r].times_us, t->rows[r].times_us, sizeof p->rows[r].times_us);
         }
-        cJSON_AddItemToArray(arr, o);
+        p->nrows = t->nrows;
     }
-}
-
-static char *manifest_json(compile *c, const tk_zip_entry *entries, size_t n)
-{
-    tk_program_model *m = c->m;
-    cJSON *doc = cJSON_CreateObject();
-    cJSON_AddStringToObject(doc, "format", "tkpkg");
-    cJSON_AddNumberToObject(doc, "version", 1);
-    cJSON_AddStringToObject(doc, "tkexport", TK_VERSION);
-    cJSON_AddStringToObject(doc, "program", m->name);
-    int kernels = c->has_kernels, host = c->has_host;
-    cJSON *archs = cJSON_AddArrayToObject(doc, "architectures");
-    for (size_t i = 0; kernels && i < c->narchs; i++)
-        cJSON_AddItemToArray(archs, cJSON_CreateString(c->archs[i]));
-    char ptx[32];
-    snprintf(ptx, sizeof ptx, "compute_%d", arch_number(c->archs[0]));
-    cJSON_AddItemToObject(doc, "ptx", str_or_null(kernels ? ptx : NULL));
-    cJSON *comp = cJSON_AddObjectToObject(doc, "compilers");
-    cJSON_AddItemToObject(comp, "nvcc", str_or_null(kernels ? c->tc.nvcc_release : NULL));
-    cJSON_AddItemToObject(comp, "cc", str_or_null(host ? c->tc.cc_line : NULL));
-    cJSON_AddItemToObject(doc, "host", str_or_null(host ? "host/ops.so" : NULL));
-    add_kernel_table(c, doc);
-    cJSON *ops = cJSON_AddArrayToObject(doc, "ops");
-    for (size_t i = 0; i < m->nops; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "name", m->ops[i].name);
-        cJSON_AddBoolToObject(o, "builtin", m->ops[i].builtin);
-        cJSON *ks = cJSON_AddArrayToObject(o, "kernels");
-        for (size_t k = 0; k < m->ops[i].nkernels; k++)
-            cJSON_AddItemToArray(ks, cJSON_CreateString(m->ops[i].kernels[k]));
-        cJSON_AddItemToArray(ops, o);
-    }
-    add_tuning(c, doc);
-    cJSON *arr = cJSON_AddArrayToObject(doc, "entries");
-    for (size_t i = 0; i < n; i++) {
-        cJSON *e = cJSON_CreateObject();
-        char hex[65];
-        tk_sha256_hex(entries[i].data, entries[i].len, hex);
-        cJSON_AddStringToObject(e, "path", entries[i].name);
-        cJSON_AddNumberToObject(e, "size", (double)entries[i].len);
-        cJSON_AddStringToObject(e, "sha256", hex);
-        cJSON_AddItemToArray(arr, e);
-    }
-    char *text = cJSON_Print(doc);
-    cJSON_Delete(doc);
-    return text;
+    return 0;
 }
 
 static int write_package(compile *c, const char *out, tk_aoti_stats *stats)
 {
     tk_program_model *m = c->m;
-    tk_zip_entry *entries = calloc(c->nunits + 4, sizeof(*entries));
-    if (!entries)
-        return tk_error_set(TK_ENOMEM, "out of memory");
-    size_t n = 0;
-    for (size_t i = 0; i < c->nunits; i++)
-        entries[n++] = (tk_zip_entry){c->units[i].entry, c->units[i].bytes, c->units[i].len, c->units[i].src != NULL};
-    entries[n++] = (tk_zip_entry){"program.json", m->program_json, strlen(m->program_json), 0};
-    entries[n++] = (tk_zip_entry){"weights.safetensors", m->weights, m->weights_len, 1};
-    qsort(entries, n, sizeof(*entries), cmp_zip_entry);
-    char *manifest = manifest_json(c, entries, n);
-    void *zip = NULL;
-    size_t len = 0;
-    int rc = 0;
-    if (!manifest) {
+    pkg_desc d = {0};
+    int kernels = c->has_kernels, host = c->has_host, rc;
+    d.f.tkexport = TK_VERSION;
+    d.f.program_name = m->name;
+    d.f.archs = kernels ? (char **)c->archs : NULL;
+    d.f.narchs = kernels ? c->narchs : 0;
+    snprintf(d.ptx, sizeof d.ptx, "compute_%d", arch_number(c->archs[0]));
+    d.f.ptx = kernels ? d.ptx : NULL;
+    d.f.nvcc = kernels ? c->tc.nvcc_release : NULL;
+    d.f.cc = host ? c->tc.cc_line : NULL;
+    d.f.host = host ? "host/ops.so" : NULL;
+    if ((rc = describe_kernels(c, &d)) || (rc = describe_tuning(c, &d)))
+        goto done;
+    d.f.ops = calloc(m->nops + 1, sizeof(*d.f.ops));
+    d.f.entries = calloc(c->nunits + 3, sizeof(*d.f.entries));
+    if (!d.f.ops || !d.f.entries) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
-    entries[n++] = (tk_zip_entry){"manifest.json", manifest, strlen(manifest), 0};
-    if ((rc = tk_zip_write_mem(&zip, &len, entries, n, "the .tkpkg")) || (rc = tk_file_write_atomic(out, zip, len)))
-        goto done;
-    stats->package_bytes = len;
+    for (size_t i = 0; i < m->nops; i++)
+        d.f.ops[d.f.nops++] = (tk_pkg_op){m->ops[i].name, m->ops[i].builtin, m->ops[i].nkernels, m->ops[i].kernels};
+    for (size_t i = 0; i < c->nunits; i++)
+        d.f.entries[d.f.nentries++] = (tk_pkg_entry){.path = c->units[i].entry, .data = c->units[i].bytes,
+                                                     .size = c->units[i].len};
+    d.f.entries[d.f.nentries++] = (tk_pkg_entry){.path = "program.json", .data = (unsigned char *)m->program_json,
+                                                 .size = strlen(m->program_json)};
+    d.f.entries[d.f.nentries++] = (tk_pkg_entry){.path = "weights.safetensors", .data = m->weights,
+                                                 .size = m->weights_len};
+    rc = tk_pkgfile_write(out, &d.f, c->o->sign_key, &stats->package_bytes);
 done:
-    free(zip);
-    cJSON_free(manifest);
-    free(entries);
+    pkg_desc_release(&d);
     return rc;
 }
 

@@ -11,5 +11,6 @@ int cmd_export(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_compile(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 
 #endif

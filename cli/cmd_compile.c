@@ -10,6 +10,7 @@
 #include "aoti.h"
 #include "cli.h"
 #include "options.h"
+#include "sign.h"
 #include <tk/error.h>
 
 static const tk_cli_option options[] = {
@@ -21,7 +22,10 @@ static const tk_cli_option options[] = {
     {{"no-cache", no_argument, NULL, 'n'}, NULL, "neither read nor write the compile cache"},
     {{"autotune", no_argument, NULL, 't'}, NULL,
      "measure each TK_AUTOTUNE kernel's configurations on the GPU and record the winners per size"},
-    {{"quiet", no_argument, NULL, 'q'}, NULL, "print nothing but errors"},
+    {{"sign-key", required_argument, NULL, 'k'}, "KEYFILE",
+     "sign with this private key (default: $TKEXPORT_SIGN_KEY, else your per-user key, made on first use)"},
+    {{"no-sign", no_argument, NULL, 'N'}, NULL, "write an unsigned package (runs only where unsigned ones are allowed)"},
+    {{"quiet", no_argument, NULL, 'q'}, NULL, "print nothing but errors (and that your signing key was made)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
 };
 #define NOPT (sizeof(options) / sizeof(options[0]))
@@ -29,7 +33,7 @@ static const tk_cli_option options[] = {
 static void help(FILE *f)
 {
     fprintf(f, "usage: tkexport compile IN.tkprog -o OUT.tkpkg [--arch sm_XX]... [-j N] [--autotune]\n"
-               "                        [--cache-dir DIR | --no-cache]\n\n"
+               "                        [--cache-dir DIR | --no-cache] [--sign-key KEYFILE | --no-sign]\n\n"
                "Compiles what the program needs ahead of time and packs it: each kernel source of the .tkprog that\n"
                "defines a kernel its ops launch becomes a fatbin (nvcc: a cubin per --arch plus PTX of the lowest),\n"
                "the ops' host code and CPU fallbacks one shared object (the system C compiler), and both go with\n"
@@ -37,11 +41,15 @@ static void help(FILE *f)
                "input and options give the same bytes. Compiled files are cached by the digest of their inputs.\n"
                "nvcc is $TKEXPORT_NVCC, else $CUDA_HOME/bin/nvcc, else /usr/local/cuda/bin/nvcc, else on PATH.\n"
                "A kernel declared with TK_AUTOTUNE is compiled once per configuration; --autotune times them on\n"
-               "the GPU (cached per device) and records the fastest per size bucket (docs/autotune.md).\n\n"
+               "the GPU (cached per device) and records the fastest per size bucket (docs/autotune.md).\n"
+               "The manifest is signed (Ed25519; docs/security.md) with --sign-key KEYFILE, else the key file\n"
+               "$TKEXPORT_SIGN_KEY names, else your per-user key $XDG_CONFIG_HOME/tkexport/signing_key\n"
+               "(~/.config/tkexport/signing_key), which the first compile creates and adds to this machine's\n"
+               "trusted keys. Machines that run the package must trust the key (tkexport keygen --help).\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "ojqh");
     fprintf(f, "\nexit status: 0 written, 1 the compile failed (a source that does not compile, a missing\n"
-               "compiler, an unreadable .tkprog), 2 usage error (an unknown architecture), 3 internal error\n");
+               "compiler, an unreadable .tkprog or key), 2 usage error (an unknown architecture), 3 internal error\n");
 }
 
 static double now(void)
@@ -51,13 +59,38 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The key that signs: --sign-key, else $TKEXPORT_SIGN_KEY, else the per-user key (created and
+ * trusted on first use, which is said on stderr even with --quiet: a key this machine now trusts
+ * should not appear unannounced). */
+static int signing_key(tk_sign_key **key, const char *flag)
+{
+    const char *env = getenv("TKEXPORT_SIGN_KEY");
+    const char *path = flag ? flag : env && *env ? env : NULL;
+    if (path)
+        return tk_sign_key_load(key, path);
+    char *key_path = NULL, *trust_path = NULL;
+    int created = 0, rc = tk_sign_key_default(key, &created, &key_path, &trust_path);
+    if (!rc && created) {
+        tk_sign_public pub;
+        char id[TK_SIGN_ID_MAX];
+        tk_sign_key_public(*key, &pub);
+        tk_sign_public_id(&pub, id);
+        fprintf(stderr, "tkexport compile: created your signing key '%s' (key id %s) and added it to this machine's "
+                        "trusted keys in '%s'\n", key_path, id, trust_path);
+    }
+    free(key_path);
+    free(trust_path);
+    return rc;
+}
+
 int cmd_compile(int argc, char **argv)
 {
     struct option longopts[NOPT + 1];
     tk_cli_longopts(longopts, options, NOPT);
     tk_aoti_options o = {0};
-    const char *output = NULL;
-    int quiet = 0, c, err;
+    const char *output = NULL, *key_file = NULL;
+    int quiet = 0, no_sign = 0, c, err;
+    tk_sign_key *key = NULL;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:a:j:qh", longopts, NULL)) != -1) {
         switch (c) {
@@ -81,6 +114,8 @@ int cmd_compile(int argc, char **argv)
         case 'n': o.no_cache = 1; break;
         case 'q': quiet = 1; break;
         case 't': o.autotune = 1; break;
+        case 'k': key_file = optarg; break;
+        case 'N': no_sign = 1; break;
         case 'h': help(stdout); return TK_EXIT_OK;
         default:
             fprintf(stderr, "tkexport compile: see 'tkexport compile --help'\n");
@@ -104,15 +139,36 @@ int cmd_compile(int argc, char **argv)
         fprintf(stderr, "tkexport compile: '%s' does not exist\n", argv[optind]);
         return TK_EXIT_USAGE;
     }
+    if (key_file && no_sign) {
+        fprintf(stderr, "tkexport compile: --sign-key and --no-sign contradict each other\n");
+        return TK_EXIT_USAGE;
+    }
+    /* the key first: a key that cannot be read stops the compile before it spends any time */
+    if (!no_sign && (err = signing_key(&key, key_file))) {
+        fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
+        return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+    }
+    o.sign_key = key;
     o.progress = !quiet && isatty(STDERR_FILENO);
     tk_aoti_stats st;
     double t0 = now();
-    if ((err = tk_aoti_compile(argv[optind], output, &o, &st))) {
+    err = tk_aoti_compile(argv[optind], output, &o, &st);
+    char signer[80] = "unsigned";
+    if (key) {
+        tk_sign_public pub;
+        char id[TK_SIGN_ID_MAX];
+        tk_sign_key_public(key, &pub);
+        tk_sign_public_id(&pub, id);
+        snprintf(signer, sizeof signer, "signed by key %s", id);
+    }
+    tk_sign_key_free(key);
+    if (err) {
         fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
         return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
     }
     if (!quiet) {
-        fprintf(stderr, "tkexport compile: wrote %s (%zu bytes) in %.2f s: ", output, st.package_bytes, now() - t0);
+        fprintf(stderr, "tkexport compile: wrote %s (%zu bytes, %s) in %.2f s: ", output, st.package_bytes, signer,
+                now() - t0);
         if (st.kernel_sources && st.fatbins > st.kernel_sources)
             fprintf(stderr, "%zu kernel source%s as %zu fatbins with the tuning variants, for %s (%zu from the cache)",
                     st.kernel_sources, st.kernel_sources == 1 ? "" : "s", st.fatbins, st.archs, st.kernels_cached);
@@ -127,6 +183,9 @@ int cmd_compile(int argc, char **argv)
         else if (o.autotune)
             fprintf(stderr, "tkexport compile: autotune: %zu kernel%s tuned (%zu from the tuning cache)\n", st.tuned,
                     st.tuned == 1 ? "" : "s", st.tune_cached);
+        if (no_sign)
+            fprintf(stderr, "tkexport compile: warning: %s is not signed: tkexport run and tk_package_open refuse it "
+                            "unless unsigned packages are allowed explicitly (--allow-unsigned)\n", output);
     }
     return TK_EXIT_OK;
 }

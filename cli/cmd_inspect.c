@@ -24,12 +24,14 @@ static const tk_cli_option options[] = {
 static void help(FILE *f)
 {
     fprintf(f, "usage: tkexport inspect FILE.tkprog|FILE.tkpkg [--format text|json|dot]\n\n"
-               "Reads a .tkprog or a .tkpkg (checking its format, version, digests and weights) and shows it:\n"
-               "text lists, for a package, the architectures, compilers, kernels with their fatbins and every\n"
-               "entry with its size and SHA-256, then the program: the inputs with their dimensions' ranges,\n"
-               "the parameters, the nodes with their shapes and source lines, the guards, the ops with their\n"
-               "kernels and the sources; json prints program.json as stored (for a package, an object with\n"
-               "its manifest and its program); dot prints a Graphviz digraph of values and nodes.\n\n"
+               "Reads a .tkprog or a .tkpkg (checking its format, version, signature, digests and weights) and\n"
+               "shows it: text lists, for a package, who signed it and whether this machine trusts that key\n"
+               "(an unsigned or untrusted package is shown, not refused; a signature that does not match is),\n"
+               "the architectures, compilers, kernels with their fatbins and every entry with its size and\n"
+               "SHA-256, then the program: the inputs with their dimensions' ranges, the parameters, the nodes\n"
+               "with their shapes and source lines, the guards, the ops with their kernels and the sources;\n"
+               "json prints program.json as stored (for a package, an object with its manifest, its signature\n"
+               "and its program); dot prints a Graphviz digraph of values and nodes.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "fh");
     fprintf(f, "\nexit status: 0 done, 1 the file is not a readable .tkprog or .tkpkg, 2 usage error, 3 internal error\n");
@@ -56,7 +58,9 @@ static int read_file(tk_program_model **m, tk_pkgfile **pkg, const char *path)
         tk_zip_close(z);
     }
     tk_error_clear();
-    if (is_pkg && !(rc = tk_pkgfile_read_mem(pkg, data, len, origin)))
+    /* shown, not refused: an unsigned package, or one this machine does not trust */
+    const tk_pkgfile_trust trust = {NULL, 1};
+    if (is_pkg && !(rc = tk_pkgfile_read_mem(pkg, data, len, origin, &trust)))
         *m = (*pkg)->program;
     else if (!is_pkg)
         rc = tk_tkprog_read_mem(m, data, len, origin);
@@ -111,6 +115,11 @@ static void write_tuning(const tk_pkgfile *f, FILE *out)
 static int write_package_text(const tk_pkgfile *f, FILE *out)
 {
     fprintf(out, "package %s: program '%s', written by tkexport %s\n", f->origin, f->program_name, f->tkexport);
+    if (f->signer)
+        fprintf(out, "signed by: %s (key id %s, %s on this machine)\n", f->signer_key, f->signer_id,
+                f->trusted ? "trusted" : "NOT trusted");
+    else
+        fprintf(out, "unsigned (no manifest.sig: it runs only where unsigned packages are allowed explicitly)\n");
     fprintf(out, "architectures:");
     for (size_t i = 0; i < f->narchs; i++)
         fprintf(out, " %s", f->archs[i]);
@@ -130,11 +139,17 @@ static int write_package_text(const tk_pkgfile *f, FILE *out)
     return fprintf(out, "\n") < 0 ? tk_error_set(TK_EIO, "writing the output failed") : 0;
 }
 
-/* {"manifest": <manifest.json>, "program": <program.json>}: both as stored. */
+/* {"manifest": <manifest.json>, "signature": {...} or null, "program": <program.json>}: the JSON
+ * files as stored; the signature as verified: who signed, and whether this machine trusts it. */
 static int write_package_json(const tk_pkgfile *f, FILE *out)
 {
     const tk_pkg_entry *pj = tk_pkgfile_entry(f, "program.json");
-    int bad = fprintf(out, "{\"manifest\": %s,\n\"program\": %s}\n", f->manifest_json, pj ? (const char *)pj->data : "null") < 0;
+    char sig[256] = "null";
+    if (f->signer)
+        snprintf(sig, sizeof sig, "{\"public_key\": \"%s\", \"key_id\": \"%s\", \"trusted\": %s}", f->signer_key,
+                 f->signer_id, f->trusted ? "true" : "false");
+    int bad = fprintf(out, "{\"manifest\": %s,\n\"signature\": %s,\n\"program\": %s}\n", f->manifest_json, sig,
+                      pj ? (const char *)pj->data : "null") < 0;
     return bad ? tk_error_set(TK_EIO, "writing the output failed") : 0;
 }
 

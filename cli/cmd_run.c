@@ -29,6 +29,8 @@ static const tk_cli_option options[] = {
     {{"warmup", required_argument, NULL, 'w'}, "N", "untimed calls before --bench's (default 100)"},
     {{"profile", no_argument, NULL, 'p'}, NULL, "one more run with per-op times: op, us, % of total, % of peak"},
     {{"seed", required_argument, NULL, 's'}, "S", "the seed of random: inputs (default 0)"},
+    {{"allow-unsigned", no_argument, NULL, 'u'}, NULL,
+     "run a package that carries no signature (refused otherwise; docs/security.md)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
 };
 #define NOPT (sizeof(options) / sizeof(options[0]))
@@ -39,8 +41,10 @@ static const tk_cli_option options[] = {
 static void help(FILE *f)
 {
     fprintf(f, "usage: tkexport run PKG.tkpkg [--device cpu|cuda[:N]] [--input NAME=FILE.npy | NAME=random:DxD]...\n"
-               "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n\n"
-               "Opens the package (verifying every entry's SHA-256), reads each of the program's inputs by its\n"
+               "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n"
+               "                    [--allow-unsigned]\n\n"
+               "Opens the package (verifying its signature against the keys this machine trusts, then every\n"
+               "entry's SHA-256; an unsigned package only with --allow-unsigned), reads each of the program's inputs by its\n"
                "name from a .npy file (float32 or float16 files convert to f32, f16 or bf16, rounding to nearest\n"
                "even; int32 or int64 files to i32 or i64) or makes it pseudo-random with the shape given\n"
                "(random:4x128; the same seed gives the same values), checks them against the program's dims and\n"
@@ -465,6 +469,7 @@ int cmd_run(int argc, char **argv)
     tk_cli_longopts(longopts, options, NOPT);
     const char *device = NULL, *outdir = NULL;
     int nbench = 0, warmup = DEFAULT_WARMUP, do_profile = 0, c, err, rc = TK_EXIT_USAGE, nargs = 0;
+    tk_package_options popts = TK_PACKAGE_OPTIONS_INIT;
     uint64_t seed = 0;
     input_arg *args = calloc((size_t)argc + 1, sizeof *args);
     int *which = NULL;
@@ -497,6 +502,7 @@ int cmd_run(int argc, char **argv)
                 goto done;
             break;
         case 'p': do_profile = 1; break;
+        case 'u': popts.allow_unsigned = 1; break;
         case 's': {
             char *end;
             errno = 0;
@@ -550,7 +556,7 @@ int cmd_run(int argc, char **argv)
 
     /* the driver is initialized above, so this is the package's own cost: read, verify, load */
     double t_open = now_us();
-    if ((err = tk_package_open(&pkg, path))) {
+    if ((err = tk_package_open_ex(&pkg, path, &popts))) {
         rc = fail(err);
         goto done;
     }
@@ -586,8 +592,15 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     t_session = now_us() - t_session;
-    printf("package opened in %.2f ms (digests verified, host object loaded); session on %s in %.2f ms "
-           "(context, weights uploaded)\n", t_open / 1000.0, devname, t_session / 1000.0);
+    /* tk_package_signer: "ed25519:... (key id 0123456789abcdef)" */
+    const char *signer = tk_package_signer(pkg), *id = signer ? strstr(signer, "(key id ") : NULL;
+    char checked[96];
+    if (id)
+        snprintf(checked, sizeof checked, "signed by key %.16s, signature and digests verified", id + 8);
+    else
+        snprintf(checked, sizeof checked, "unsigned, digests verified");
+    printf("package opened in %.2f ms (%s, host object loaded); session on %s in %.2f ms (context, weights "
+           "uploaded)\n", t_open / 1000.0, checked, devname, t_session / 1000.0);
     /* on a GPU the inputs go to the device once, so that --bench times the program alone */
     for (size_t i = 0; i < nin; i++) {
         if (dev.kind == TK_DEVICE_CPU) {

@@ -20,6 +20,7 @@ static const command commands[] = {
     {"compile", cmd_compile, "compile a .tkprog's kernels and host code ahead of time into a .tkpkg"},
     {"inspect", cmd_inspect, "show a .tkprog or .tkpkg: inputs and ranges, nodes, ops, kernels, digests"},
     {"run", cmd_run, "run a .tkpkg on the CPU or a GPU: inputs and outputs as .npy, --bench, --profile"},
+    {"keygen", cmd_keygen, "make an Ed25519 key pair that signs packages (compile --sign-key), optionally trusted"},
 };
 
 static void usage(FILE *f)

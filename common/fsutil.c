@@ -65,8 +65,13 @@ static int write_in_place(const char *path, const void *data, size_t n)
 
 int tk_file_write_atomic(const char *path, const void *data, size_t n)
 {
+    return tk_file_write_atomic_mode(path, data, n, 0644, 0);
+}
+
+int tk_file_write_atomic_mode(const char *path, const void *data, size_t n, unsigned mode, int keep_existing)
+{
     struct stat st;
-    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+    if (!keep_existing && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return write_in_place(path, data, n);
     size_t plen = strlen(path);
     char *tmp = malloc(plen + 16);
@@ -74,7 +79,7 @@ int tk_file_write_atomic(const char *path, const void *data, size_t n)
         return tk_error_set(TK_ENOMEM, "out of memory");
     snprintf(tmp, plen + 16, "%s.tmpXXXXXX", path);
     int rc = 0;
-    int fd = mkstemp(tmp);
+    int fd = mkstemp(tmp); /* mode 0600 until fchmod: a private file is never readable by others */
     if (fd < 0) {
         rc = tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno));
         goto done;
@@ -94,8 +99,19 @@ int tk_file_write_atomic(const char *path, const void *data, size_t n)
         p += w;
         left -= (size_t)w;
     }
-    fchmod(fd, 0644);
-    if (close(fd) != 0 || rename(tmp, path) != 0) {
+    fchmod(fd, (mode_t)mode); /* where it fails (some file systems), the file stays 0600 */
+    if (close(fd) != 0) {
+        rc = tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    if (keep_existing) {
+        /* link() publishes the file only where there is none, atomically: of two processes
+         * creating it at once, one wins and the other reads the winner's */
+        if (link(tmp, path) != 0)
+            rc = errno == EEXIST ? 1 : tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno));
+        unlink(tmp);
+    } else if (rename(tmp, path) != 0) {
         rc = tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno));
         unlink(tmp);
     }
@@ -142,6 +158,21 @@ int tk_path_is_dir(const char *path)
     if (stat(path, &st) != 0)
         return -1;
     return S_ISDIR(st.st_mode) ? 1 : 0;
+}
+
+char *tk_default_config_dir(void)
+{
+    const char *e = getenv("XDG_CONFIG_HOME");
+    char buf[PATH_MAX];
+    if (e && *e) {
+        snprintf(buf, sizeof(buf), "%s/tkexport", e);
+        return strdup(buf);
+    }
+    if ((e = getenv("HOME")) && *e) {
+        snprintf(buf, sizeof(buf), "%s/.config/tkexport", e);
+        return strdup(buf);
+    }
+    return NULL;
 }
 
 char *tk_default_cache_dir(void)

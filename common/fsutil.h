@@ -13,6 +13,12 @@ int tk_file_read(char **out, size_t *len, const char *path, size_t max_size);
  * regular file (/dev/null, a pipe) is written in place. */
 int tk_file_write_atomic(const char *path, const void *data, size_t n);
 
+/* tk_file_write_atomic with the permission bits mode (0600 for a private key), which the file has
+ * from its first byte on. With keep_existing, a path that already exists is left as it is and the
+ * call returns 1 (0 when it wrote the file): of two processes creating the file at once, exactly
+ * one writes it. */
+int tk_file_write_atomic_mode(const char *path, const void *data, size_t n, unsigned mode, int keep_existing);
+
 /* mkdir -p. */
 int tk_mkdirs(const char *path);
 
@@ -21,6 +27,10 @@ char *tk_path_relative_to_cwd(const char *abs_path);
 
 /* 1 for a directory, 0 for anything else that exists, -1 when it does not exist. */
 int tk_path_is_dir(const char *path);
+
+/* tkexport's configuration folder (signing key, trusted keys): $XDG_CONFIG_HOME/tkexport, else
+ * ~/.config/tkexport; malloc'd, NULL when neither variable is set. */
+char *tk_default_config_dir(void);
 
 /* tkexport's cache folder: $TKEXPORT_CACHE_DIR, else $XDG_CACHE_HOME/tkexport, else
  * ~/.cache/tkexport; malloc'd, NULL when none of them is set. */

@@ -1,83 +1,41 @@
-/* SHA-256 as specified in FIPS 180-4, section 6.2. */
+/* SHA-256 through OpenSSL's EVP interface: libcrypto picks the fastest code for the CPU (SHA-NI,
+ * AVX2, ARMv8 crypto extensions). */
 #include "sha256.h"
 
+#include <openssl/evp.h>
 #include <string.h>
+#include <tk/error.h>
 
-static const uint32_t K[64] = {
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
-
-#define ROR(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
-
-static void compress(uint32_t h[8], const uint8_t *p)
+int tk_sha256_init(tk_sha256 *s)
 {
-    uint32_t w[64];
-    for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
-    for (int i = 16; i < 64; i++) {
-        uint32_t s0 = ROR(w[i - 15], 7) ^ ROR(w[i - 15], 18) ^ (w[i - 15] >> 3);
-        uint32_t s1 = ROR(w[i - 2], 17) ^ ROR(w[i - 2], 19) ^ (w[i - 2] >> 10);
-        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(ctx);
+        ctx = NULL;
     }
-    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
-    for (int i = 0; i < 64; i++) {
-        uint32_t t1 = hh + (ROR(e, 6) ^ ROR(e, 11) ^ ROR(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
-        uint32_t t2 = (ROR(a, 2) ^ ROR(a, 13) ^ ROR(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
-    }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
-}
-
-void tk_sha256_init(tk_sha256 *s)
-{
-    static const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
-                                     0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
-    memcpy(s->h, init, sizeof(init));
-    s->len = 0;
-    s->used = 0;
+    s->ctx = ctx;
+    return ctx ? 0 : tk_error_set(TK_ENOMEM, "out of memory starting a SHA-256 digest");
 }
 
 void tk_sha256_update(tk_sha256 *s, const void *data, size_t n)
 {
-    const uint8_t *p = data;
-    s->len += n;
-    if (s->used) {
-        size_t take = 64 - s->used < n ? 64 - s->used : n;
-        memcpy(s->block + s->used, p, take);
-        s->used += take; p += take; n -= take;
-        if (s->used < 64)
-            return;
-        compress(s->h, s->block);
-        s->used = 0;
+    /* a failed update leaves the context unusable, and final reports it */
+    if (s->ctx && n && EVP_DigestUpdate(s->ctx, data, n) != 1) {
+        EVP_MD_CTX_free(s->ctx);
+        s->ctx = NULL;
     }
-    for (; n >= 64; p += 64, n -= 64)
-        compress(s->h, p);
-    memcpy(s->block, p, n);
-    s->used = n;
 }
 
-void tk_sha256_final(tk_sha256 *s, uint8_t out[32])
+int tk_sha256_final(tk_sha256 *s, uint8_t out[32])
 {
-    uint64_t bits = s->len * 8;
-    uint8_t pad = 0x80;
-    tk_sha256_update(s, &pad, 1);
-    pad = 0;
-    while (s->used != 56)
-        tk_sha256_update(s, &pad, 1);
-    uint8_t be[8];
-    for (int i = 0; i < 8; i++)
-        be[i] = (uint8_t)(bits >> (56 - 8 * i));
-    tk_sha256_update(s, be, 8);
-    for (int i = 0; i < 8; i++) {
-        out[4 * i] = (uint8_t)(s->h[i] >> 24); out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
-        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8); out[4 * i + 3] = (uint8_t)s->h[i];
-    }
+    unsigned len = 0;
+    int ok = s->ctx && EVP_DigestFinal_ex(s->ctx, out, &len) == 1 && len == 32;
+    EVP_MD_CTX_free(s->ctx);
+    s->ctx = NULL;
+    if (ok)
+        return 0;
+    memset(out, 0, 32);
+    return tk_error_set(TK_ENOMEM, "out of memory computing a SHA-256 digest");
 }
 
 void tk_sha256_to_hex(const uint8_t digest[32], char out[65])
@@ -90,12 +48,14 @@ void tk_sha256_to_hex(const uint8_t digest[32], char out[65])
     out[64] = '\0';
 }
 
-void tk_sha256_hex(const void *data, size_t n, char out[65])
+int tk_sha256_hex(const void *data, size_t n, char out[65])
 {
-    tk_sha256 s;
     uint8_t d[32];
-    tk_sha256_init(&s);
-    tk_sha256_update(&s, data, n);
-    tk_sha256_final(&s, d);
+    unsigned len = 0;
+    if (EVP_Digest(n ? data : "", n, d, &len, EVP_sha256(), NULL) != 1 || len != 32) {
+        out[0] = '\0';
+        return tk_error_set(TK_ENOMEM, "out of memory computing a SHA-256 digest");
+    }
     tk_sha256_to_hex(d, out);
+    return 0;
 }

@@ -203,6 +203,11 @@ static int describe_io(tk_package *pkg)
 
 int tk_package_open(tk_package **out, const char *path)
 {
+    return tk_package_open_ex(out, path, NULL);
+}
+
+int tk_package_open_ex(tk_package **out, const char *path, const tk_package_options *opts)
+{
     int rc;
     if (!out)
         return tk_error_set(TK_EINVAL, "tk_package_open: no place for the package");
@@ -214,7 +219,8 @@ int tk_package_open(tk_package **out, const char *path)
         return tk_error_set(TK_ENOMEM, "out of memory");
     atomic_init(&pkg->refs, 1);
     pkg->host_fd = -1;
-    if ((rc = tk_pkgfile_read(&pkg->f, path)) || (rc = tk_registry_new(&pkg->reg, pkg->f->origin)) ||
+    const tk_pkgfile_trust trust = {opts, 0};
+    if ((rc = tk_pkgfile_read(&pkg->f, path, &trust)) || (rc = tk_registry_new(&pkg->reg, pkg->f->origin)) ||
         (rc = register_fatbins(pkg)))
         goto done;
     /* the host object's constructors register its ops into the package's registry */
@@ -290,6 +296,11 @@ const tk_io_info *tk_package_input(const tk_package *pkg, size_t i)
 const tk_io_info *tk_package_output(const tk_package *pkg, size_t i)
 {
     return pkg && i < pkg->f->program->noutputs ? &pkg->outputs[i] : NULL;
+}
+
+const char *tk_package_signer(const tk_package *pkg)
+{
+    return pkg ? pkg->f->signer : NULL;
 }
 
 /* --- sessions ------------------------------------------------------------------------------------ */

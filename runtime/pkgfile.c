@@ -1,5 +1,8 @@
-/* Reading a .tkpkg: manifest.json parsed and checked, every entry's name, size and SHA-256
- * verified against it before the call returns, program.json parsed, the op tables compared. */
+/* The .tkpkg format in both directions. Reading: manifest.sig's signature of manifest.json checked
+ * against the trusted keys first, then manifest.json parsed and checked, every entry's name, size
+ * and SHA-256 verified against it before the call returns, program.json parsed, the op tables
+ * compared. Writing: the manifest made from the same structs, every digest computed, the
+ * manifest signed, the entries zipped reproducibly. */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
 #include <fcntl.h>
@@ -17,6 +20,7 @@
 #include "pkgfile.h"
 #include "rt_internal.h"
 #include "sha256.h"
+#include "strbuf.h"
 #include "zipfile.h"
 
 #define PKG_MAX_FILE ((size_t)1 << 40)
@@ -25,6 +29,7 @@ typedef struct reader {
     tk_pkgfile *f;
     const char *origin;
     int in_place; /* stored entries point into the archive's buffer, which the file keeps */
+    const tk_pkgfile_trust *trust;
 } reader;
 
 static int bad(const reader *r, const char *fmt, ...)
@@ -176,7 +181,7 @@ static int read_entries(reader *r, const cJSON *doc)
             size->valuedouble > (double)TK_TKPKG_MAX_ENTRY)
             return bad(r, "manifest.json: %s: 'size' is missing or not a whole number in [0, 2^36]", where);
         x->size = (uint64_t)size->valuedouble;
-        if (!safe_path(x->path) || !strcmp(x->path, "manifest.json"))
+        if (!safe_path(x->path) || !strcmp(x->path, TK_TKPKG_MANIFEST) || !strcmp(x->path, TK_TKPKG_SIGNATURE))
             return bad(r, "manifest.json: entry name '%s' is not a safe relative path", x->path);
     }
     qsort(f->entries, f->nentries, sizeof(*f->entries), cmp_entry);
@@ -257,6 +262,27 @@ static int read_ops(reader *r, const cJSON *doc)
 
 static int read_tuning(reader *r, const cJSON *doc);
 
+/* The manifest's format and version: a version 1 package (unsigned, from before signatures) is
+ * told to recompile. */
+static int check_header(reader *r, const cJSON *doc)
+{
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TK_TKPKG_FORMAT) != 0)
+        return bad(r, "not a tkpkg file (manifest.json has format '%s', expected '" TK_TKPKG_FORMAT "')",
+                   cJSON_IsString(fmt) ? fmt->valuestring : "?");
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != floor(ver->valuedouble) || fabs(ver->valuedouble) > 1e6)
+        return bad(r, "manifest.json: 'version' is missing or not a whole number");
+    if (ver->valuedouble < TK_TKPKG_VERSION)
+        return tk_error_set(TK_EINVAL, "%s is a version %d package; this runtime reads version %d (recompile it with "
+                                       "tkexport compile)", r->origin, (int)ver->valuedouble, TK_TKPKG_VERSION);
+    if (ver->valuedouble > TK_TKPKG_VERSION)
+        return tk_error_set(TK_EINVAL, "%s is a version %d package; this runtime reads version %d (open it with the "
+                                       "tkexport that wrote it or a newer one)", r->origin, (int)ver->valuedouble,
+                            TK_TKPKG_VERSION);
+    return 0;
+}
+
 static int read_manifest(reader *r, const char *text, size_t len)
 {
     tk_pkgfile *f = r->f;
@@ -266,18 +292,8 @@ static int read_manifest(reader *r, const char *text, size_t len)
         return bad(r, "manifest.json is not valid JSON");
     }
     int rc = 0, failed = 0;
-    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(doc, "format");
-    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
-    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TK_TKPKG_FORMAT) != 0) {
-        rc = bad(r, "not a tkpkg file (manifest.json has format '%s', expected '" TK_TKPKG_FORMAT "')",
-                 cJSON_IsString(fmt) ? fmt->valuestring : "?");
+    if ((rc = check_header(r, doc)))
         goto done;
-    }
-    if (!cJSON_IsNumber(ver) || ver->valuedouble != TK_TKPKG_VERSION) {
-        rc = bad(r, "tkpkg version %g; this tkexport reads version %d", cJSON_IsNumber(ver) ? ver->valuedouble : -1.0,
-                 TK_TKPKG_VERSION);
-        goto done;
-    }
     if ((rc = get_str(r, doc, "tkexport", &f->tkexport, "top level")) ||
         (rc = get_str(r, doc, "program", &f->program_name, "top level")) ||
         (rc = get_str_or_null(r, doc, "ptx", &f->ptx, "top level")) ||
@@ -458,8 +474,9 @@ static int read_tuning(reader *r, const cJSON *doc)
     return 0;
 }
 
-/* The archive holds exactly manifest.json and the listed entries, each of its size and digest. */
-static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx)
+/* The archive holds exactly manifest.json, manifest.sig (sig_idx, or n when unsigned) and the
+ * listed entries, each of its size and digest. */
+static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx, size_t sig_idx)
 {
     tk_pkgfile *f = r->f;
     size_t n = tk_zip_count(z);
@@ -468,7 +485,7 @@ static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx)
         return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
-        if (i == manifest_idx)
+        if (i == manifest_idx || i == sig_idx)
             continue;
         const char *name = tk_zip_name(z, i);
         if (!name) {
@@ -504,7 +521,8 @@ static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx)
             break;
         }
         char hex[65];
-        tk_sha256_hex(e->data, len, hex);
+        if ((rc = tk_sha256_hex(e->data, len, hex)))
+            break;
         if (strcmp(hex, e->sha256) != 0)
             rc = bad(r, "entry '%s' has SHA-256 %.12s..., the manifest says %.12s...", name, hex, e->sha256);
     }
@@ -556,41 +574,162 @@ static int check_program(reader *r)
     return 0;
 }
 
-static int read_archive(tk_pkgfile **out, const void *data, size_t len, const char *origin, int in_place)
+/* --- the signature --------------------------------------------------------------------------- */
+
+/* A string member of manifest.sig, or NULL. */
+static const char *sig_str(const cJSON *doc, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
+    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
+}
+
+/* manifest.sig: parsed, its signature of TK_TKPKG_SIG_DOMAIN + manifest.json verified, the signer
+ * recorded in the file and checked against the trusted keys. Nothing of manifest.json has been
+ * parsed yet. */
+static int check_signature(reader *r, const unsigned char *manifest, size_t mlen, const unsigned char *sig,
+                           size_t slen)
+{
+    tk_pkgfile *f = r->f;
+    const tk_package_options *opts = r->trust ? r->trust->opts : NULL;
+    cJSON *doc = cJSON_ParseWithLength((const char *)sig, slen);
+    unsigned char raw[TK_SIGN_BYTES + 3], *msg = NULL;
+    size_t nraw = 0, dl = strlen(TK_TKPKG_SIG_DOMAIN);
+    tk_sign_public pub;
+    tk_trust trust = {0};
+    int rc = 0;
+    const char *fmt = sig_str(doc, "format"), *alg = sig_str(doc, "algorithm");
+    const char *key = sig_str(doc, "public_key"), *sigtext = sig_str(doc, "signature");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
+    if (!cJSON_IsObject(doc)) {
+        rc = bad(r, "manifest.sig is malformed: not a JSON object");
+        goto done;
+    }
+    if (!fmt || strcmp(fmt, TK_TKPKG_SIG_FORMAT) != 0 || !cJSON_IsNumber(ver) ||
+        ver->valuedouble != TK_TKPKG_SIG_VERSION) {
+        rc = bad(r, "manifest.sig is malformed: expected format '" TK_TKPKG_SIG_FORMAT "' version %d",
+                 TK_TKPKG_SIG_VERSION);
+        goto done;
+    }
+    if (!alg || strcmp(alg, "ed25519") != 0) {
+        rc = bad(r, "manifest.sig is malformed: algorithm '%s', expected 'ed25519'", alg ? alg : "?");
+        goto done;
+    }
+    if (!key || tk_sign_public_parse(&pub, key, strlen(key)) != 0) {
+        rc = bad(r, "manifest.sig is malformed: 'public_key' is not ed25519: and the base64 of 32 bytes");
+        goto done;
+    }
+    if (!sigtext || tk_base64_decode(raw, sizeof raw, &nraw, sigtext, strlen(sigtext)) != 0 || nraw != TK_SIGN_BYTES) {
+        rc = bad(r, "manifest.sig is malformed: 'signature' is not the base64 of 64 bytes");
+        goto done;
+    }
+    tk_sign_public_format(&pub, f->signer_key);
+    tk_sign_public_id(&pub, f->signer_id);
+    if (!(msg = malloc(dl + mlen + 1))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+        goto done;
+    }
+    memcpy(msg, TK_TKPKG_SIG_DOMAIN, dl);
+    memcpy(msg + dl, manifest, mlen);
+    if ((rc = tk_sign_verify(&pub, raw, msg, dl + mlen)) == 1) {
+        rc = bad(r, "signature does not match the manifest (manifest.json was changed after key %s signed it, or "
+                    "the signature was made for another manifest)", f->signer_id);
+        goto done;
+    }
+    if (rc)
+        goto done;
+    size_t n = strlen(f->signer_key) + strlen(f->signer_id) + 16;
+    if (!(f->signer = malloc(n))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+        goto done;
+    }
+    snprintf(f->signer, n, "%s (key id %s)", f->signer_key, f->signer_id);
+    if ((rc = tk_trust_load(&trust, opts ? opts->trusted_keys : NULL, opts ? opts->ignore_default_trust : 0)))
+        goto done;
+    f->trusted = tk_trust_has(&trust, &pub);
+    if (!f->trusted && !(r->trust && r->trust->report_only))
+        rc = tk_error_set(TK_EINVAL, "%s is signed by key %s (%s), which is not trusted on this machine (trusted keys "
+                                     "come from %s; add the key there if you trust whoever holds it)",
+                          r->origin, f->signer_id, f->signer_key, trust.sources);
+done:
+    tk_trust_release(&trust);
+    free(msg);
+    cJSON_Delete(doc);
+    return rc;
+}
+
+/* An unsigned package: its header checked first, so that a version 1 package (from before
+ * signatures) is told to recompile, then refused unless unsigned packages are allowed. */
+static int check_unsigned(reader *r, const unsigned char *manifest, size_t mlen)
+{
+    cJSON *doc = cJSON_ParseWithLength((const char *)manifest, mlen);
+    int rc = !cJSON_IsObject(doc) ? bad(r, "manifest.json is not valid JSON") : check_header(r, doc);
+    cJSON_Delete(doc);
+    const tk_package_options *opts = r->trust ? r->trust->opts : NULL;
+    if (!rc && !(opts && opts->allow_unsigned) && !(r->trust && r->trust->report_only))
+        rc = tk_error_set(TK_EINVAL, "%s is not signed; refusing to run it (sign it with tkexport compile --sign-key, "
+                                     "or allow unsigned packages explicitly)", r->origin);
+    return rc;
+}
+
+/* The index of the entry named name in *idx (n when there is none); TK_EINVAL when it is there
+ * twice. */
+static int find_entry(reader *r, tk_zip_reader *z, const char *name, size_t *idx)
+{
+    size_t n = tk_zip_count(z), found = 0;
+    *idx = n;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = tk_zip_name(z, i);
+        if (e && !strcmp(e, name)) {
+            *idx = i;
+            found++;
+        }
+    }
+    return found > 1 ? bad(r, "entry '%s' appears twice", name) : 0;
+}
+
+static int read_archive(tk_pkgfile **out, const void *data, size_t len, const char *origin, int in_place,
+                        const tk_pkgfile_trust *trust)
 {
     *out = NULL;
+    const tk_package_options *opts = trust ? trust->opts : NULL;
+    if (opts && opts->version != TK_PACKAGE_OPTIONS_VERSION)
+        return tk_error_set(TK_EINVAL, "tk_package_options version %u; this libtkrt knows version %d (initialize "
+                                       "them with TK_PACKAGE_OPTIONS_INIT)", opts->version, TK_PACKAGE_OPTIONS_VERSION);
     tk_pkgfile *f = calloc(1, sizeof(*f));
     if (!f || !(f->origin = strdup(origin))) {
         free(f);
         return tk_error_set(TK_ENOMEM, "out of memory reading %s", origin);
     }
-    reader r = {f, f->origin, in_place};
+    reader r = {f, f->origin, in_place, trust};
     tk_zip_reader *z = NULL;
-    unsigned char *manifest = NULL;
-    size_t manifest_len = 0, manifest_idx = 0;
+    unsigned char *manifest = NULL, *sig = NULL;
+    size_t manifest_len = 0, manifest_idx = 0, sig_len = 0, sig_idx = 0;
     int rc = tk_zip_open(&z, data, len, f->origin, ".tkpkg", TK_TKPKG_MAX_ENTRIES + 1);
-    if (rc)
+    if (rc || (rc = find_entry(&r, z, TK_TKPKG_MANIFEST, &manifest_idx)) ||
+        (rc = find_entry(&r, z, TK_TKPKG_SIGNATURE, &sig_idx)))
         goto done;
-    size_t n = tk_zip_count(z), found = 0;
-    for (size_t i = 0; i < n; i++) {
-        const char *name = tk_zip_name(z, i);
-        if (name && !strcmp(name, "manifest.json")) {
-            manifest_idx = i;
-            found++;
-        }
-    }
-    if (found != 1) {
-        rc = found ? bad(&r, "entry 'manifest.json' appears twice") : bad(&r, "is not a .tkpkg (no manifest.json)");
+    if (manifest_idx == tk_zip_count(z)) {
+        rc = bad(&r, "is not a .tkpkg (no manifest.json)");
         goto done;
     }
-    if ((rc = tk_zip_read(z, manifest_idx, TK_TKPKG_MAX_JSON, &manifest, &manifest_len)) ||
-        (rc = read_manifest(&r, (const char *)manifest, manifest_len)) || (rc = read_entry_bytes(&r, z, manifest_idx)) ||
-        (rc = check_program(&r)))
+    /* the signature before anything else of the package matters */
+    if ((rc = tk_zip_read(z, manifest_idx, TK_TKPKG_MAX_JSON, &manifest, &manifest_len)))
+        goto done;
+    if (sig_idx < tk_zip_count(z)) {
+        if ((rc = tk_zip_read(z, sig_idx, TK_TKPKG_MAX_SIG, &sig, &sig_len)) ||
+            (rc = check_signature(&r, manifest, manifest_len, sig, sig_len)))
+            goto done;
+    } else if ((rc = check_unsigned(&r, manifest, manifest_len))) {
+        goto done;
+    }
+    if ((rc = read_manifest(&r, (const char *)manifest, manifest_len)) ||
+        (rc = read_entry_bytes(&r, z, manifest_idx, sig_idx)) || (rc = check_program(&r)))
         goto done;
     f->manifest_json = (char *)manifest;
     manifest = NULL;
 done:
     free(manifest);
+    free(sig);
     tk_zip_close(z);
     if (rc) {
         tk_pkgfile_free(f);
@@ -600,12 +739,13 @@ done:
     return 0;
 }
 
-int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin)
+int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin,
+                        const tk_pkgfile_trust *trust)
 {
-    return read_archive(out, data, len, origin, 0);
+    return read_archive(out, data, len, origin, 0, trust);
 }
 
-int tk_pkgfile_read(tk_pkgfile **out, const char *path)
+int tk_pkgfile_read(tk_pkgfile **out, const char *path, const tk_pkgfile_trust *trust)
 {
     char origin[1100];
     *out = NULL;
@@ -619,7 +759,7 @@ int tk_pkgfile_read(tk_pkgfile **out, const char *path)
     if (fd >= 0)
         close(fd);
     if (map != MAP_FAILED) {
-        int rc = read_archive(out, map, (size_t)st.st_size, origin, 1);
+        int rc = read_archive(out, map, (size_t)st.st_size, origin, 1, trust);
         if (rc) {
             munmap(map, (size_t)st.st_size);
             return rc;
@@ -634,7 +774,7 @@ int tk_pkgfile_read(tk_pkgfile **out, const char *path)
     int rc = tk_file_read(&data, &len, path, PKG_MAX_FILE);
     if (rc)
         return rc;
-    rc = read_archive(out, data, len, origin, 0);
+    rc = read_archive(out, data, len, origin, 0, trust);
     free(data);
     return rc;
 }
@@ -645,6 +785,7 @@ void tk_pkgfile_free(tk_pkgfile *f)
         return;
     free(f->origin);
     free(f->manifest_json);
+    free(f->signer);
     free(f->tkexport);
     free(f->program_name);
     for (size_t i = 0; i < f->narchs; i++)
@@ -703,4 +844,248 @@ const tk_pkg_kernel *tk_pkgfile_kernel(const tk_pkgfile *f, const char *name)
 {
     tk_pkg_kernel key = {.name = (char *)name};
     return f->nkernels ? bsearch(&key, f->kernels, f->nkernels, sizeof(key), cmp_kernel) : NULL;
+}
+
+/* --- writing ------------------------------------------------------------------------------------ */
+
+/* cJSON building with every allocation checked: a failed one marks the writer failed, so that an
+ * incomplete manifest is never written. */
+typedef struct json_writer {
+    int failed;
+} json_writer;
+
+static cJSON *put(json_writer *w, cJSON *parent, const char *key, cJSON *item)
+{
+    int ok = item && parent && (key ? cJSON_AddItemToObject(parent, key, item) : cJSON_AddItemToArray(parent, item));
+    if (!ok) {
+        cJSON_Delete(item);
+        w->failed = 1;
+        return NULL;
+    }
+    return item;
+}
+
+static cJSON *str_or_null(const char *s) { return s ? cJSON_CreateString(s) : cJSON_CreateNull(); }
+
+static cJSON *str_array(json_writer *w, char *const *items, size_t n, int sorted)
+{
+    cJSON *arr = cJSON_CreateArray();
+    char **copy = n ? malloc(n * sizeof(char *)) : NULL;
+    if (n && !copy) {
+        cJSON_Delete(arr);
+        w->failed = 1;
+        return NULL;
+    }
+    if (n)
+        memcpy(copy, items, n * sizeof(char *));
+    if (sorted && n)
+        qsort(copy, n, sizeof(char *), cmp_str);
+    for (size_t i = 0; i < n; i++)
+        put(w, arr, NULL, cJSON_CreateString(copy[i]));
+    free(copy);
+    return arr;
+}
+
+/* tuning[]: per tuned kernel its declaration, the fatbin of each variant and, when measured, the
+ * winner and every configuration's time per key bucket. */
+static void add_tuning(json_writer *w, cJSON *doc, const tk_pkgfile *f)
+{
+    cJSON *arr = put(w, doc, "tuning", cJSON_CreateArray());
+    for (size_t i = 0; arr && i < f->ntunes; i++) {
+        const tk_pkg_tune *t = &f->tunes[i];
+        cJSON *o = put(w, arr, NULL, cJSON_CreateObject());
+        put(w, o, "kernel", cJSON_CreateString(t->kernel));
+        put(w, o, "key", cJSON_CreateString(t->key));
+        put(w, o, "bucket", cJSON_CreateString("pow2"));
+        put(w, o, "params", str_array(w, t->params, (size_t)t->nparams, 0));
+        cJSON *configs = put(w, o, "configs", cJSON_CreateArray());
+        for (int cfg = 0; cfg < t->nconfigs; cfg++)
+            put(w, configs, NULL, cJSON_CreateIntArray(t->values[cfg], t->nparams));
+        if (t->hparam) {
+            cJSON *h = put(w, o, "heuristic", cJSON_CreateObject());
+            put(w, h, "param", cJSON_CreateString(t->hparam));
+            put(w, h, "values", cJSON_CreateIntArray(t->hvalues, t->nh));
+        } else {
+            put(w, o, "heuristic", cJSON_CreateNull());
+        }
+        put(w, o, "fatbins", str_array(w, t->fatbins, t->nfatbins, 0));
+        put(w, o, "measured", cJSON_CreateBool(t->measured));
+        put(w, o, "device", str_or_null(t->device));
+        put(w, o, "driver", str_or_null(t->driver));
+        cJSON *table = put(w, o, "table", cJSON_CreateArray());
+        for (size_t r = 0; r < t->nrows; r++) {
+            const tk_pkg_tune_row *row = &t->rows[r];
+            cJSON *e = put(w, table, NULL, cJSON_CreateObject());
+            put(w, e, "bucket", cJSON_CreateNumber(row->bucket));
+            put(w, e, "key", cJSON_CreateNumber((double)row->key));
+            put(w, e, "winner", cJSON_CreateNumber(row->winner));
+            cJSON *times = put(w, e, "times_us", cJSON_CreateArray());
+            for (int cfg = 0; cfg < t->nconfigs; cfg++) {
+                /* to 0.01 us, so that equal measurements print equally */
+                double us = row->times_us[cfg] < 0 ? -1 : (double)(long long)(row->times_us[cfg] * 100 + 0.5) / 100;
+                put(w, times, NULL, cJSON_CreateNumber(us));
+            }
+        }
+    }
+}
+
+/* manifest.json for f, whose entries (sorted by path) have the digests in sha. */
+static char *manifest_text(const tk_pkgfile *f, const tk_pkg_entry *entries, char (*sha)[65])
+{
+    json_writer w = {0};
+    cJSON *doc = cJSON_CreateObject();
+    tk_pkg_kernel *kernels = f->nkernels ? malloc(f->nkernels * sizeof(*kernels)) : NULL;
+    tk_pkg_op *ops = f->nops ? malloc(f->nops * sizeof(*ops)) : NULL;
+    char *text = NULL;
+    if (!doc || (f->nkernels && !kernels) || (f->nops && !ops))
+        goto done;
+    put(&w, doc, "format", cJSON_CreateString(TK_TKPKG_FORMAT));
+    put(&w, doc, "version", cJSON_CreateNumber(TK_TKPKG_VERSION));
+    put(&w, doc, "tkexport", cJSON_CreateString(f->tkexport));
+    put(&w, doc, "program", cJSON_CreateString(f->program_name));
+    put(&w, doc, "architectures", str_array(&w, f->archs, f->narchs, 0));
+    put(&w, doc, "ptx", str_or_null(f->ptx));
+    cJSON *comp = put(&w, doc, "compilers", cJSON_CreateObject());
+    put(&w, comp, "nvcc", str_or_null(f->nvcc));
+    put(&w, comp, "cc", str_or_null(f->cc));
+    put(&w, doc, "host", str_or_null(f->host));
+    cJSON *arr = put(&w, doc, "kernels", cJSON_CreateArray());
+    if (f->nkernels) {
+        memcpy(kernels, f->kernels, f->nkernels * sizeof(*kernels));
+        qsort(kernels, f->nkernels, sizeof(*kernels), cmp_kernel);
+    }
+    for (size_t i = 0; i < f->nkernels; i++) {
+        cJSON *e = put(&w, arr, NULL, cJSON_CreateObject());
+        put(&w, e, "name", cJSON_CreateString(kernels[i].name));
+        put(&w, e, "fatbin", cJSON_CreateString(kernels[i].fatbin));
+        put(&w, e, "source", cJSON_CreateString(kernels[i].source));
+    }
+    arr = put(&w, doc, "ops", cJSON_CreateArray());
+    if (f->nops) {
+        memcpy(ops, f->ops, f->nops * sizeof(*ops));
+        qsort(ops, f->nops, sizeof(*ops), cmp_op);
+    }
+    for (size_t i = 0; i < f->nops; i++) {
+        cJSON *o = put(&w, arr, NULL, cJSON_CreateObject());
+        put(&w, o, "name", cJSON_CreateString(ops[i].name));
+        put(&w, o, "builtin", cJSON_CreateBool(ops[i].builtin));
+        put(&w, o, "kernels", str_array(&w, ops[i].kernels, ops[i].nkernels, 1));
+    }
+    add_tuning(&w, doc, f);
+    arr = put(&w, doc, "entries", cJSON_CreateArray());
+    for (size_t i = 0; i < f->nentries; i++) {
+        cJSON *e = put(&w, arr, NULL, cJSON_CreateObject());
+        put(&w, e, "path", cJSON_CreateString(entries[i].path));
+        put(&w, e, "size", cJSON_CreateNumber((double)entries[i].size));
+        put(&w, e, "sha256", cJSON_CreateString(sha[i]));
+    }
+    if (!w.failed)
+        text = cJSON_Print(doc);
+done:
+    cJSON_Delete(doc);
+    free(kernels);
+    free(ops);
+    return text;
+}
+
+/* manifest.sig: key's signature of TK_TKPKG_SIG_DOMAIN + the manifest's bytes. */
+static int signature_text(char **out, const char *manifest, const tk_sign_key *key)
+{
+    size_t dl = strlen(TK_TKPKG_SIG_DOMAIN), ml = strlen(manifest);
+    unsigned char sig[TK_SIGN_BYTES], *msg = malloc(dl + ml + 1);
+    char b64sig[4 * ((TK_SIGN_BYTES + 2) / 3) + 1], pubtext[TK_SIGN_TEXT_MAX];
+    tk_sign_public pub;
+    json_writer w = {0};
+    cJSON *doc = NULL;
+    int rc = 0;
+    *out = NULL;
+    if (!msg)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    memcpy(msg, TK_TKPKG_SIG_DOMAIN, dl);
+    memcpy(msg + dl, manifest, ml);
+    if ((rc = tk_sign_bytes(sig, key, msg, dl + ml)))
+        goto done;
+    tk_sign_key_public(key, &pub);
+    tk_sign_public_format(&pub, pubtext);
+    tk_base64_encode(b64sig, sig, sizeof sig);
+    doc = cJSON_CreateObject();
+    put(&w, doc, "format", cJSON_CreateString(TK_TKPKG_SIG_FORMAT));
+    put(&w, doc, "version", cJSON_CreateNumber(TK_TKPKG_SIG_VERSION));
+    put(&w, doc, "algorithm", cJSON_CreateString("ed25519"));
+    put(&w, doc, "public_key", cJSON_CreateString(pubtext));
+    put(&w, doc, "signature", cJSON_CreateString(b64sig));
+    if (w.failed || !doc || !(*out = cJSON_PrintUnformatted(doc)))
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+done:
+    cJSON_Delete(doc);
+    free(msg);
+    return rc;
+}
+
+/* Fatbins and the weights are stored, to be used in place; everything else is deflated. */
+static int stored(const char *path)
+{
+    return (!strncmp(path, "kernels/", 8) && tk_ends_with(path, ".fatbin")) || !strcmp(path, "weights.safetensors");
+}
+
+int tk_pkgfile_write_mem(void **data, size_t *len, const tk_pkgfile *f, const tk_sign_key *key)
+{
+    size_t n = f->nentries;
+    tk_pkg_entry *entries = malloc((n + 1) * sizeof(*entries));
+    char (*sha)[65] = malloc((n + 1) * sizeof(*sha));
+    tk_zip_entry *zips = malloc((n + 2) * sizeof(*zips));
+    char *manifest = NULL, *sig = NULL;
+    int rc = 0;
+    *data = NULL;
+    *len = 0;
+    if (!entries || !sha || !zips) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    if (n)
+        memcpy(entries, f->entries, n * sizeof(*entries));
+    qsort(entries, n, sizeof(*entries), cmp_entry);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *p = entries[i].path;
+        if (!safe_path(p) || !strcmp(p, TK_TKPKG_MANIFEST) || !strcmp(p, TK_TKPKG_SIGNATURE))
+            rc = tk_error_set(TK_EINVAL, "writing the .tkpkg: entry name '%s' is not a safe relative path or is "
+                                         "reserved", p);
+        else if (i && !strcmp(p, entries[i - 1].path))
+            rc = tk_error_set(TK_EINVAL, "writing the .tkpkg: entry '%s' is given twice", p);
+        else if (!(rc = tk_sha256_hex(entries[i].data, (size_t)entries[i].size, sha[i])))
+            zips[i] = (tk_zip_entry){p, entries[i].data, (size_t)entries[i].size, stored(p)};
+    }
+    if (rc)
+        goto done;
+    if (!(manifest = manifest_text(f, entries, sha))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    zips[n++] = (tk_zip_entry){TK_TKPKG_MANIFEST, manifest, strlen(manifest), 0};
+    if (key) {
+        if ((rc = signature_text(&sig, manifest, key)))
+            goto done;
+        zips[n++] = (tk_zip_entry){TK_TKPKG_SIGNATURE, sig, strlen(sig), 0};
+    }
+    rc = tk_zip_write_mem(data, len, zips, n, "the .tkpkg");
+done:
+    cJSON_free(manifest);
+    cJSON_free(sig);
+    free(entries);
+    free(sha);
+    free(zips);
+    return rc;
+}
+
+int tk_pkgfile_write(const char *path, const tk_pkgfile *f, const tk_sign_key *key, size_t *written)
+{
+    void *zip = NULL;
+    size_t len = 0;
+    int rc = tk_pkgfile_write_mem(&zip, &len, f, key);
+    if (!rc)
+        rc = tk_file_write_atomic(path, zip, len);
+    if (!rc && written)
+        *written = len;
+    free(zip);
+    return rc;
 }

@@ -1,6 +1,8 @@
-/* The .tkpkg file (docs/formats/tkpkg.md): reading and verifying one, for the runtime's
- * tk_package_open and for tkexport inspect. Reading loads nothing (no host object, no module):
- * it parses manifest.json, checks every entry's size and SHA-256 against it, refuses anything
+/* The .tkpkg file (docs/formats/tkpkg.md, docs/security.md): the one module that knows the
+ * format. It writes packages (tkexport compile, the tests) and reads and verifies them (the
+ * runtime's tk_package_open, tkexport inspect), through one set of structs. Reading loads nothing
+ * (no host object, no module): it checks the manifest's signature against the trusted keys,
+ * parses manifest.json, checks every entry's size and SHA-256 against it, refuses anything
  * hostile, and parses program.json into a program model. */
 #ifndef TK_PKGFILE_H
 #define TK_PKGFILE_H
@@ -9,19 +11,31 @@
 #include <stdint.h>
 
 #include <tk/op.h>
+#include <tk/runtime.h>
 
 #include "progmodel.h"
+#include "sign.h"
 
 #define TK_TKPKG_FORMAT "tkpkg"
-#define TK_TKPKG_VERSION 1
+#define TK_TKPKG_VERSION 2
+#define TK_TKPKG_MANIFEST "manifest.json"
+#define TK_TKPKG_SIGNATURE "manifest.sig"
+/* manifest.sig: {"format": "tkpkg-signature", "version": 1, "algorithm": "ed25519", ...} */
+#define TK_TKPKG_SIG_FORMAT "tkpkg-signature"
+#define TK_TKPKG_SIG_VERSION 1
+/* What is signed: these bytes, then manifest.json's exact bytes. The prefix keeps a signature of
+ * a manifest from passing for a signature of anything else the key signs. */
+#define TK_TKPKG_SIG_DOMAIN "tkpkg manifest v2\n"
 
 /* Bounds a reader enforces before allocating anything a file declares. */
 #define TK_TKPKG_MAX_ENTRIES 4096
 #define TK_TKPKG_MAX_JSON (16u << 20)         /* manifest.json, program.json */
 #define TK_TKPKG_MAX_ENTRY (UINT64_C(1) << 36) /* 64 GiB: any single entry */
+#define TK_TKPKG_MAX_SIG 4096                  /* manifest.sig */
 
 /* An entry of the archive, verified: data holds its size bytes, owned by the file (malloc'd, or
- * for a stored entry of a file read with tk_pkgfile_read, inside its read-only mapping). */
+ * for a stored entry of a file read with tk_pkgfile_read, inside its read-only mapping). For
+ * tk_pkgfile_write: path, data and size are what to write (size and sha256 are computed). */
 typedef struct tk_pkg_entry {
     char *path;
     uint64_t size;
@@ -73,9 +87,11 @@ typedef struct tk_pkg_tune {
     signed char table[TK_TUNE_BUCKETS];
 } tk_pkg_tune;
 
+/* A package: what tk_pkgfile_read found, or what tk_pkgfile_write is to write (filled by the
+ * caller, who owns everything it points to; only the fields marked "read" are ignored). */
 typedef struct tk_pkgfile {
-    char *origin;   /* "'mlp.tkpkg'", for messages */
-    char *manifest_json; /* manifest.json as stored */
+    char *origin;   /* read: "'mlp.tkpkg'", for messages */
+    char *manifest_json; /* read: manifest.json as stored */
     char *tkexport; /* the version that wrote it */
     char *program_name;
     size_t narchs;
@@ -89,26 +105,59 @@ typedef struct tk_pkgfile {
     size_t nops;
     tk_pkg_op *ops; /* sorted by name */
     size_t nentries;
-    tk_pkg_entry *entries; /* sorted by path; manifest.json itself is not one of them */
+    tk_pkg_entry *entries; /* sorted by path; manifest.json and manifest.sig are not among them */
     size_t ntunes;
     tk_pkg_tune *tunes;
-    tk_program_model *program; /* program.json, parsed and checked */
-    void *map; /* tk_pkgfile_read's mapping of the file (stored entries are read in place) */
+    tk_program_model *program; /* read: program.json, parsed and checked */
+    void *map; /* read: tk_pkgfile_read's mapping of the file (stored entries are read in place) */
     size_t map_len;
+    /* read: who signed manifest.json (NULL for an unsigned package), and whether the keys the
+     * reader trusts include that key (always 1 unless read with report_only) */
+    char *signer;            /* "ed25519:BASE64 (key id 0123456789abcdef)" */
+    char signer_key[TK_SIGN_TEXT_MAX]; /* "ed25519:BASE64", "" when unsigned */
+    char signer_id[TK_SIGN_ID_MAX];    /* "0123456789abcdef", "" when unsigned */
+    int trusted;
 } tk_pkgfile;
 
-/* Reads a package from path or memory: the archive's entries must be exactly manifest.json and
- * the entries it lists, each of its declared size and SHA-256 (every digest is checked before
- * the call returns), with safe relative names; program.json must parse, its op table must match
- * the manifest's, and every op's kernels must be in a fatbin entry. Returns 0 and a new file, or
- * a negative tk_error_code with a one-line message naming the file and the entry at fault. */
+/* How a reader treats the signature. opts as tk_package_open_ex takes them (NULL: the defaults:
+ * an unsigned package refused; the trust file and TKEXPORT_TRUSTED_KEYS trusted). With
+ * report_only (tkexport inspect), an unsigned package or one signed by a key the reader does not
+ * trust is read anyway, and f->signer and f->trusted say how it stands. A signature that does
+ * not match the manifest, or a malformed manifest.sig, is refused either way. */
+typedef struct tk_pkgfile_trust {
+    const tk_package_options *opts;
+    int report_only;
+} tk_pkgfile_trust;
+
+/* Reads a package from path or memory. First the signature: manifest.sig's Ed25519 signature of
+ * manifest.json's bytes must verify, and its key be trusted (trust; NULL: the defaults), before
+ * anything of the manifest is parsed or any other entry read; a package without manifest.sig is
+ * refused unless unsigned packages are allowed. Then the archive's entries must be exactly
+ * manifest.json, manifest.sig (when signed) and the entries the manifest lists, each of its
+ * declared size and SHA-256 (every digest is checked before the call returns), with safe relative
+ * names; program.json must parse, its op table must match the manifest's, and every op's kernels
+ * must be in a fatbin entry. Returns 0 and a new file, or a negative tk_error_code (TK_EINVAL for
+ * anything wrong with the file or its signature) with a one-line message naming the file and the
+ * entry or key at fault. */
 /* tk_pkgfile_read maps the file read-only (read into memory where it cannot be mapped) and uses
  * its stored entries, weights and fatbins, in place: they are read once, by the digest check, and
  * the file must not be truncated in place while it is open (tkexport replaces files by rename,
  * which leaves an open mapping alone). tk_pkgfile_read_mem copies what it keeps. */
-int tk_pkgfile_read(tk_pkgfile **out, const char *path);
-int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin);
+int tk_pkgfile_read(tk_pkgfile **out, const char *path, const tk_pkgfile_trust *trust);
+int tk_pkgfile_read_mem(tk_pkgfile **out, const void *data, size_t len, const char *origin,
+                        const tk_pkgfile_trust *trust);
+/* Frees a file tk_pkgfile_read made (not one a caller filled for tk_pkgfile_write). */
 void tk_pkgfile_free(tk_pkgfile *f);
+
+/* The package f describes as zip bytes (*data malloc'd): f's entries (stored or deflated as
+ * docs/formats/tkpkg.md says), manifest.json made from f's fields with every entry's size and
+ * SHA-256, and, unless key is NULL, manifest.sig signing it. The same f and key give the same
+ * bytes (Ed25519 signatures are deterministic). TK_EINVAL for an entry name that is not a safe
+ * relative path, is reserved or given twice. */
+int tk_pkgfile_write_mem(void **data, size_t *len, const tk_pkgfile *f, const tk_sign_key *key);
+/* tk_pkgfile_write_mem into path, through a temporary file and a rename; *written (may be NULL)
+ * is the file's size. */
+int tk_pkgfile_write(const char *path, const tk_pkgfile *f, const tk_sign_key *key, size_t *written);
 
 /* The entry with this path, or NULL. */
 const tk_pkg_entry *tk_pkgfile_entry(const tk_pkgfile *f, const char *path);

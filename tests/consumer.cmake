@@ -26,6 +26,12 @@ set(prefix ${WORK}/prefix)
 set(src ${WORK}/src/examples)
 set(build ${WORK}/build)
 file(REMOVE_RECURSE ${WORK})
+# A machine where nobody has set up a signing key: the first tkexport compile of the build makes
+# the per-user key and trusts it, so the consumer opens the package it signed.
+set(ENV{XDG_CONFIG_HOME} ${WORK}/config)
+set(ENV{TKEXPORT_SIGN_KEY} "")
+set(ENV{TKEXPORT_TRUST_FILE} "")
+set(ENV{TKEXPORT_TRUSTED_KEYS} "")
 
 # 1. Install, and what the prefix must hold.
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
@@ -81,6 +87,9 @@ endif()
 run("build" ${CMAKE_COMMAND} --build ${build})
 if(NOT EXISTS ${build}/mlp.tkpkg)
   message(FATAL_ERROR "consumer: the build made no mlp.tkpkg:\n${out}")
+endif()
+if(NOT out MATCHES "created your signing key '[^']*/config/tkexport/signing_key'")
+  message(FATAL_ERROR "consumer: the first compile did not make the per-user signing key:\n${out}")
 endif()
 set(ENV{LD_LIBRARY_PATH} ${prefix}/lib)
 run("consumer runs the package" ${build}/consumer ${build}/mlp.tkpkg)

@@ -1,13 +1,20 @@
-# tkexport run end to end on examples/mlp: export, compile, run on DEVICE with a .npy input that
-# run_ref wrote by hand, and the output checked by run_ref against its own float reference from
-# the same weights; deterministic random inputs; the refusals (batch 2000, shape [4, 100],
-# missing and unknown inputs); --bench and --profile.
+# tkexport run end to end on examples/mlp: export, compile (signed by the per-user key that the
+# first compile makes, in a configuration folder as fresh as a new machine's), run on DEVICE with
+# a .npy input that run_ref wrote by hand, and the output checked by run_ref against its own float
+# reference from the same weights; deterministic random inputs; the refusals (batch 2000, shape
+# [4, 100], missing and unknown inputs, an unsigned package without --allow-unsigned); --bench
+# and --profile.
 #   cmake -DTKEXPORT=<exe> -DRUN_REF=<exe> -DSOURCE_DIR=<repo> -DWEIGHTS=<mlp.safetensors>
 #         -DWORK=<scratch folder> -DDEVICE=cpu|cuda -P run_mlp.cmake
 # Prints "run_mlp: skipped: ..." (the test's SKIP_REGULAR_EXPRESSION) without nvcc, or without a
 # GPU for DEVICE=cuda.
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
+# a machine where nobody has set up a key: compile makes one and trusts it
+set(ENV{XDG_CONFIG_HOME} ${WORK}/config)
+set(ENV{TKEXPORT_SIGN_KEY} "")
+set(ENV{TKEXPORT_TRUST_FILE} "")
+set(ENV{TKEXPORT_TRUSTED_KEYS} "")
 
 # Runs a command; checks its exit status and optional regular expressions on stdout and stderr.
 function(step expect_rc)
@@ -43,6 +50,9 @@ if(NOT rc EQUAL 0)
   endif()
   message(FATAL_ERROR "tkexport compile failed (${rc}):\n${err}")
 endif()
+if(NOT err MATCHES "tkexport compile: created your signing key '[^']*/config/tkexport/signing_key' \\(key id [0-9a-f]+\\) and added it to this machine's trusted keys")
+  message(FATAL_ERROR "tkexport compile did not say it made the signing key:\n${err}")
+endif()
 
 set(pkg ${WORK}/mlp.tkpkg)
 if(DEVICE STREQUAL "cuda")
@@ -57,7 +67,7 @@ endif()
 # a .npy input written by run_ref, the output against run_ref's reference
 step(0 COMMAND ${RUN_REF} input ${WORK}/x.npy 37)
 step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x.npy --output-dir ${WORK}/out
-  STDOUT "program 'mlp' on ${DEVICE}.*x: bf16\\[37, 128\\]  from [^\n]*x.npy\npackage opened in [0-9.]+ ms [^\n]*\nout0: bf16\\[37, 128\\] [^\n]* -> [^\n]*out/out0.npy\n")
+  STDOUT "program 'mlp' on ${DEVICE}.*x: bf16\\[37, 128\\]  from [^\n]*x.npy\npackage opened in [0-9.]+ ms \\(signed by key [0-9a-f]+, signature and digests verified[^\n]*\nout0: bf16\\[37, 128\\] [^\n]* -> [^\n]*out/out0.npy\n")
 step(0 COMMAND ${RUN_REF} check ${WEIGHTS} ${WORK}/x.npy ${WORK}/out/out0.npy STDOUT " 0 outside")
 
 # an output read back as an input (bf16 written as float32, read as bf16 again)
@@ -95,6 +105,13 @@ step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2x128 --input x=random:3x
 step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2by128 STDERR "expected random:DxD")
 step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/no_such.npy STDERR "cannot read '[^']*no_such.npy'")
 step(1 COMMAND ${TKEXPORT} run ${WORK}/mlp.tkprog --input x=random:2x128 STDERR "^tkexport run: error: [^\n]*mlp.tkprog")
+
+# an unsigned package: refused, unless allowed explicitly
+step(0 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/unsigned.tkpkg --arch sm_90 --no-sign --quiet)
+step(1 COMMAND ${TKEXPORT} run ${WORK}/unsigned.tkpkg --device ${DEVICE} --input x=random:2x128
+  STDERR "^tkexport run: error: '[^']*unsigned.tkpkg' is not signed; refusing to run it[^\n]*\n$")
+step(0 COMMAND ${TKEXPORT} run ${WORK}/unsigned.tkpkg --device ${DEVICE} --input x=random:2x128 --allow-unsigned
+  STDOUT "package opened in [0-9.]+ ms \\(unsigned, digests verified")
 
 # --bench and --profile
 step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:16x128 --bench 20 --warmup 2 --profile

@@ -1,9 +1,11 @@
 /* The AOT stage end to end through `tkexport compile` on tests/fixtures/aoti/three (three ops,
  * each with its own kernel source; programs using one, two or none of them): tree shaking,
  * byte-identical packages, the compile cache, the manifest's digests against sha256sum, the
- * failure paths (a broken kernel, no nvcc, an unknown architecture) leaving nothing behind; and
+ * failure paths (a broken kernel, no nvcc, an unknown architecture) leaving nothing behind, the
+ * signature (a key given, the per-user key made on first use, --no-sign, inspect's report); and
  * the package reader (runtime/pkgfile.c) on hostile variants of a good package. Tests that run
- * nvcc are skipped when it is not installed. */
+ * nvcc are skipped when it is not installed. The suite signs with a key of its own, trusted
+ * through a trust file of its own (TKEXPORT_SIGN_KEY, TKEXPORT_TRUST_FILE). */
 #define _GNU_SOURCE
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +26,11 @@
 static char *g_dir;                  /* the suite's temporary folder */
 static char g_one[600], g_two[600]; /* the programs "one" and "two", exported once */
 static char g_builtin[600];
+static char g_key[600], g_trust[600]; /* the suite's signing key and trust file */
 static int g_have_nvcc;
+/* the hostile packages below are made unsigned: the reader allows that explicitly */
+static const tk_package_options g_allow_unsigned = {TK_PACKAGE_OPTIONS_VERSION, 1, NULL, 0};
+static const tk_pkgfile_trust g_unsigned_ok = {&g_allow_unsigned, 0};
 
 static void assert_contains_at(const char *file, int line, const char *text, const char *needle)
 {
@@ -81,6 +87,12 @@ static int setup(void **state)
     path_in(g_one, sizeof g_one, "one.tkprog");
     path_in(g_two, sizeof g_two, "two.tkprog");
     path_in(g_builtin, sizeof g_builtin, "builtin.tkprog");
+    path_in(g_key, sizeof g_key, "sign.key");
+    path_in(g_trust, sizeof g_trust, "trusted_keys");
+    setenv("TKEXPORT_TRUST_FILE", g_trust, 1);
+    unsetenv("TKEXPORT_TRUSTED_KEYS");
+    CLI(0, NULL, NULL, NULL, "keygen", "-o", g_key, "--trust");
+    setenv("TKEXPORT_SIGN_KEY", g_key, 1);
     CLI(0, NULL, NULL, NULL, "export", TK_AOTI_FIXTURE, "--program", "one", "--no-cache", "-o", g_one);
     CLI(0, NULL, NULL, NULL, "export", TK_AOTI_FIXTURE, "--program", "two", "--no-cache", "-o", g_two);
     CLI(0, NULL, NULL, NULL, "export", TK_AOTI_FIXTURE, "--program", "builtin_only", "--no-cache", "-o", g_builtin);
@@ -130,12 +142,13 @@ static void compile__tree_shaking_packs_only_the_kernels_the_program_needs(void 
     assert_contains(names, "three/a.fatbin\n");
     assert_null(strstr(names, "b.fatbin"));
     assert_null(strstr(names, "c.fatbin"));
-    assert_string_equal(strstr(names, "manifest.json"), "manifest.json\nprogram.json\nweights.safetensors\n");
+    assert_string_equal(strstr(names, "manifest.json"),
+                        "manifest.json\nmanifest.sig\nprogram.json\nweights.safetensors\n");
     assert_true(!strncmp(names, "host/ops.so\nkernels/", 20));
     free(names);
 
     tk_pkgfile *f;
-    tk_assert_ok(tk_pkgfile_read(&f, pkg));
+    tk_assert_ok(tk_pkgfile_read(&f, pkg, NULL));
     assert_int_equal(f->nkernels, 1);
     assert_string_equal(f->kernels[0].name, "a_kernel");
     assert_int_equal(f->narchs, 1);
@@ -151,7 +164,7 @@ static void compile__tree_shaking_packs_only_the_kernels_the_program_needs(void 
     tk_pkgfile_free(f);
     size_t len = 0;
     char *bytes = tk_test_read_file(pkg, &len);
-    tk_assert_ok(tk_pkgfile_read_mem(&f, bytes, len, "'mem.tkpkg'"));
+    tk_assert_ok(tk_pkgfile_read_mem(&f, bytes, len, "'mem.tkpkg'", NULL));
     free(bytes); /* read_mem keeps copies */
     assert_null(f->map);
     assert_false(tk_pkgfile_entry(f, "weights.safetensors")->mapped);
@@ -168,7 +181,7 @@ static void compile__only_builtin_ops_needs_no_compiler(void **state)
     CLI(0, env, NULL, &err, "compile", g_builtin, "-o", pkg, "--no-cache");
     assert_contains(err, "no kernel source, no host code");
     char *names = entry_names(pkg);
-    assert_string_equal(names, "manifest.json\nprogram.json\nweights.safetensors\n");
+    assert_string_equal(names, "manifest.json\nmanifest.sig\nprogram.json\nweights.safetensors\n");
     free(names);
     free(err);
 }
@@ -206,7 +219,7 @@ static void compile__same_input_gives_same_bytes(void **state)
     free(dc);
 
     tk_pkgfile *f;
-    tk_assert_ok(tk_pkgfile_read(&f, a));
+    tk_assert_ok(tk_pkgfile_read(&f, a, NULL));
     assert_int_equal(f->narchs, 2);
     assert_string_equal(f->archs[0], "sm_80");
     assert_string_equal(f->archs[1], "sm_90");
@@ -285,7 +298,7 @@ static void compile__manifest_lists_every_entry_with_its_digest(void **state)
         tk_assert_ok(tk_zip_read(z, i, 1u << 30, &bytes, &n));
         if (!strcmp(tk_zip_name(z, i), "manifest.json")) {
             manifest = cJSON_ParseWithLength((const char *)bytes, n);
-        } else {
+        } else if (strcmp(tk_zip_name(z, i), "manifest.sig") != 0) {
             char path[800];
             snprintf(path, sizeof path, "%s/%zu", dir, i);
             tk_test_write_file(path, bytes, n);
@@ -299,7 +312,7 @@ static void compile__manifest_lists_every_entry_with_its_digest(void **state)
     /* each listed entry: the archive's bytes, their size and sha256sum's digest */
     for (size_t i = 0; i < tk_zip_count(z); i++) {
         const char *name = tk_zip_name(z, i);
-        if (!strcmp(name, "manifest.json"))
+        if (!strcmp(name, "manifest.json") || !strcmp(name, "manifest.sig"))
             continue;
         const cJSON *e, *found = NULL;
         cJSON_ArrayForEach(e, entries) if (!strcmp(cJSON_GetObjectItem(e, "path")->valuestring, name)) found = e;
@@ -403,6 +416,90 @@ static void compile__bad_usage_is_exit_2(void **state)
     assert_false(file_exists(pkg));
 }
 
+/* Without --sign-key or TKEXPORT_SIGN_KEY: the per-user key under XDG_CONFIG_HOME, made on the
+ * first compile (one line on stderr) and trusted on this machine; --no-sign: an unsigned package;
+ * inspect says who signed and whether this machine trusts the key. */
+static void compile__signs_with_the_per_user_key_made_on_first_use(void **state)
+{
+    (void)state;
+    char cfg[640], env_cfg[700], pkg[640], unsigned_pkg[640], key[700], trust[700], *err = NULL, *out = NULL;
+    path_in(cfg, sizeof cfg, "user-config");
+    path_in(pkg, sizeof pkg, "user-signed.tkpkg");
+    path_in(unsigned_pkg, sizeof unsigned_pkg, "unsigned.tkpkg");
+    snprintf(env_cfg, sizeof env_cfg, "XDG_CONFIG_HOME=%s", cfg);
+    snprintf(key, sizeof key, "%s/tkexport/signing_key", cfg);
+    snprintf(trust, sizeof trust, "%s/tkexport/trusted_keys", cfg);
+    /* empty variables count as unset */
+    const char *env[] = {env_cfg, "TKEXPORT_SIGN_KEY=", "TKEXPORT_TRUST_FILE=", NULL};
+    CLI(0, env, NULL, &err, "compile", g_builtin, "-o", pkg, "--no-cache");
+    char want[1600];
+    snprintf(want, sizeof want, "tkexport compile: created your signing key '%s' (key id ", key);
+    assert_contains(err, want);
+    snprintf(want, sizeof want, ") and added it to this machine's trusted keys in '%s'\n", trust);
+    assert_contains(err, want);
+    assert_contains(err, "bytes, signed by key ");
+    free(err);
+    struct stat st;
+    assert_int_equal(stat(key, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char *trusted = tk_test_read_file(trust, NULL);
+    assert_non_null(trusted);
+    assert_true(!strncmp(trusted, "ed25519:", 8));
+    /* the second compile uses it, quietly */
+    CLI(0, env, NULL, &err, "compile", g_builtin, "-o", pkg, "--no-cache");
+    assert_null(strstr(err, "created your signing key"));
+    free(err);
+    char *again = tk_test_read_file(trust, NULL);
+    assert_string_equal(again, trusted);
+    free(again);
+    /* inspect: the signer, trusted where the key was made, not elsewhere */
+    CLI(0, env, &out, NULL, "inspect", pkg);
+    snprintf(want, sizeof want, "signed by: %.52s (key id ", trusted);
+    assert_contains(out, want);
+    assert_contains(out, ", trusted on this machine)\n");
+    free(out);
+    CLI(0, NULL, &out, NULL, "inspect", pkg);
+    assert_contains(out, ", NOT trusted on this machine)\n");
+    free(out);
+    CLI(0, env, &out, NULL, "inspect", "--format", "json", pkg);
+    snprintf(want, sizeof want, "\"signature\": {\"public_key\": \"%.52s\", \"key_id\": \"", trusted);
+    assert_contains(out, want);
+    assert_contains(out, "\"trusted\": true}");
+    free(out);
+    /* the package reader with this machine's trust (not the suite's): opens */
+    setenv("TKEXPORT_TRUST_FILE", trust, 1);
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, pkg, NULL));
+    assert_true(f->trusted);
+    tk_pkgfile_free(f);
+    setenv("TKEXPORT_TRUST_FILE", g_trust, 1);
+    tk_assert_fails(tk_pkgfile_read(&f, pkg, NULL), TK_EINVAL, "which is not trusted on this machine");
+
+    /* --no-sign: unsigned, said so; inspect shows it, the reader refuses it */
+    CLI(0, env, NULL, &err, "compile", g_builtin, "-o", unsigned_pkg, "--no-cache", "--no-sign");
+    assert_contains(err, "bytes, unsigned) in ");
+    assert_contains(err, "is not signed: tkexport run and tk_package_open refuse it unless unsigned packages are allowed");
+    free(err);
+    CLI(0, env, &out, NULL, "inspect", unsigned_pkg);
+    assert_contains(out, "\nunsigned (no manifest.sig");
+    free(out);
+    CLI(0, env, &out, NULL, "inspect", "--format", "json", unsigned_pkg);
+    assert_contains(out, "\"signature\": null");
+    free(out);
+    tk_assert_fails(tk_pkgfile_read(&f, unsigned_pkg, NULL), TK_EINVAL, "is not signed; refusing to run it");
+    /* keys that cannot be used */
+    CLI(2, env, NULL, &err, "compile", g_builtin, "-o", unsigned_pkg, "--no-sign", "--sign-key", g_key);
+    assert_contains(err, "--sign-key and --no-sign contradict each other");
+    free(err);
+    CLI(1, env, NULL, &err, "compile", g_builtin, "-o", pkg, "--sign-key", "/nonexistent/key");
+    assert_contains(err, "tkexport compile: cannot read '/nonexistent/key'");
+    free(err);
+    CLI(1, env, NULL, &err, "compile", g_builtin, "-o", pkg, "--sign-key", g_builtin);
+    assert_contains(err, "is not a private key in PEM (PKCS#8) without a passphrase");
+    free(err);
+    free(trusted);
+}
+
 static void compile__autotune_compiles_every_configuration_or_records_the_default(void **state)
 {
     (void)state;
@@ -414,7 +511,7 @@ static void compile__autotune_compiles_every_configuration_or_records_the_defaul
     tk_error_clear();
     CLI(0, NULL, NULL, &err, "compile", g_two, "-o", pkg, "--no-cache", "--autotune");
     tk_pkgfile *f;
-    tk_assert_ok(tk_pkgfile_read(&f, pkg));
+    tk_assert_ok(tk_pkgfile_read(&f, pkg, NULL));
     assert_int_equal(f->ntunes, 1);
     const tk_pkg_tune *t = &f->tunes[0];
     assert_string_equal(t->kernel, "b_kernel");
@@ -452,7 +549,7 @@ static void compile__autotune_compiles_every_configuration_or_records_the_defaul
     free(err);
     /* without --autotune: the default configuration only, not measured */
     CLI(0, NULL, NULL, NULL, "compile", g_two, "-o", plain, "--no-cache");
-    tk_assert_ok(tk_pkgfile_read(&f, plain));
+    tk_assert_ok(tk_pkgfile_read(&f, plain, NULL));
     assert_int_equal(f->tunes[0].nfatbins, 2);
     assert_false(f->tunes[0].measured);
     tk_pkgfile_free(f);
@@ -481,6 +578,10 @@ static void parts_load(pkg_parts *p, const char *pkg)
         tk_assert_ok(tk_zip_read(z, i, 1u << 30, &b, &n));
         if (!strcmp(tk_zip_name(z, i), "manifest.json")) {
             p->manifest = cJSON_ParseWithLength((const char *)b, n);
+            free(b);
+            continue;
+        }
+        if (!strcmp(tk_zip_name(z, i), "manifest.sig")) { /* the parts make unsigned packages */
             free(b);
             continue;
         }
@@ -530,7 +631,7 @@ static cJSON *manifest_entry(pkg_parts *p, const char *path)
         size_t tk__len;                                                                         \
         void *tk__zip = parts_zip((p), (manifest_text), &tk__len);                              \
         tk_pkgfile *tk__f = NULL;                                                               \
-        tk_assert_fails(tk_pkgfile_read_mem(&tk__f, tk__zip, tk__len, "'t.tkpkg'"), TK_EINVAL, (text)); \
+        tk_assert_fails(tk_pkgfile_read_mem(&tk__f, tk__zip, tk__len, "'t.tkpkg'", &g_unsigned_ok), TK_EINVAL, (text)); \
         assert_null(tk__f);                                                                     \
         free(tk__zip);                                                                          \
     } while (0)
@@ -549,17 +650,18 @@ static void reader__refuses_hostile_packages(void **state)
     size_t len = 0;
     void *zip = parts_zip(&p, NULL, &len);
     tk_pkgfile *f;
-    tk_assert_ok(tk_pkgfile_read_mem(&f, zip, len, "'t.tkpkg'"));
+    tk_assert_ok(tk_pkgfile_read_mem(&f, zip, len, "'t.tkpkg'", &g_unsigned_ok));
     tk_pkgfile_free(f);
 
     /* truncated: not a zip any more */
-    tk_assert_fails(tk_pkgfile_read_mem(&f, zip, len / 2, "'t.tkpkg'"), TK_EINVAL, "'t.tkpkg' is not a .tkpkg");
+    tk_assert_fails(tk_pkgfile_read_mem(&f, zip, len / 2, "'t.tkpkg'", &g_unsigned_ok), TK_EINVAL,
+                    "'t.tkpkg' is not a .tkpkg");
     /* a zip without a manifest */
     tk_zip_entry only = {"program.json", p.data[0], p.len[0], 0};
     void *nomani;
     size_t nlen;
     tk_assert_ok(tk_zip_write_mem(&nomani, &nlen, &only, 1, "t"));
-    tk_assert_fails(tk_pkgfile_read_mem(&f, nomani, nlen, "'t.tkpkg'"), TK_EINVAL, "no manifest.json");
+    tk_assert_fails(tk_pkgfile_read_mem(&f, nomani, nlen, "'t.tkpkg'", &g_unsigned_ok), TK_EINVAL, "no manifest.json");
     free(nomani);
     /* a huge declared size in the central directory of the deflated manifest */
     unsigned char *cd = memmem(zip, len, "PK\001\002", 4), *last = NULL;
@@ -569,7 +671,7 @@ static void reader__refuses_hostile_packages(void **state)
     }
     assert_non_null(last);
     memcpy(last + 24, "\xff\xff\xff\x7f", 4); /* uncompressed size of the last entry (manifest.json) */
-    assert_int_not_equal(tk_pkgfile_read_mem(&f, zip, len, "'t.tkpkg'"), 0);
+    assert_int_not_equal(tk_pkgfile_read_mem(&f, zip, len, "'t.tkpkg'", &g_unsigned_ok), 0);
     free(zip);
 
     /* one byte of an entry changed: its digest no longer matches */
@@ -579,7 +681,10 @@ static void reader__refuses_hostile_packages(void **state)
 
     /* the manifest's format, version, JSON */
     assert_refused(&p, "{\"format\": \"tkprog\", \"version\": 1}", "not a tkpkg file (manifest.json has format 'tkprog'");
-    assert_refused(&p, "{\"format\": \"tkpkg\", \"version\": 2}", "tkpkg version 2; this tkexport reads version 1");
+    assert_refused(&p, "{\"format\": \"tkpkg\", \"version\": 3}",
+                   "'t.tkpkg' is a version 3 package; this runtime reads version 2 (open it with the tkexport");
+    assert_refused(&p, "{\"format\": \"tkpkg\", \"version\": 1}",
+                   "'t.tkpkg' is a version 1 package; this runtime reads version 2 (recompile it with tkexport compile)");
     assert_refused(&p, "{\"format\": \"tkpkg\", \"vers", "manifest.json is not valid JSON");
 
     /* sizes: lying, or beyond any bound */
@@ -686,7 +791,7 @@ static void reader__survives_random_damage(void **state)
             n = r % len;
         }
         tk_pkgfile *f = NULL;
-        int rc = tk_pkgfile_read_mem(&f, bad, n, "'damaged.tkpkg'");
+        int rc = tk_pkgfile_read_mem(&f, bad, n, "'damaged.tkpkg'", NULL);
         if (rc) {
             assert_null(f);
             assert_non_null(strstr(tk_error_last(), "damaged.tkpkg"));
@@ -711,6 +816,7 @@ int main(void)
         cmocka_unit_test(compile__broken_kernel_reports_nvcc_message_and_leaves_nothing),
         cmocka_unit_test(compile__missing_nvcc_is_one_line),
         cmocka_unit_test(compile__bad_usage_is_exit_2),
+        cmocka_unit_test(compile__signs_with_the_per_user_key_made_on_first_use),
         cmocka_unit_test(compile__autotune_compiles_every_configuration_or_records_the_default),
         cmocka_unit_test(reader__refuses_hostile_packages),
         cmocka_unit_test(reader__refuses_hostile_tuning_tables),

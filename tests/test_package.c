@@ -1,7 +1,10 @@
 /* The package runtime on the CPU (runtime/exec.c, runtime/package.c): the executor over a model
  * built here (results against a reference computed here, plans per shape signature, input and
- * output checks and their messages, guards, profiles, several sessions on several threads), and
- * .tkpkg files written here opened and run end to end, with and without a host object. */
+ * output checks and their messages, guards, profiles, several sessions on several threads),
+ * .tkpkg files written here opened and run end to end, with and without a host object, and their
+ * signatures (runtime/sign.c, the reader's refusals, trust from a file, the environment and the
+ * API, tkexport run and tkexport keygen). */
+#define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,8 +17,12 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include "rt_internal.h"
 #include "tk_test_package.h"
+#include "tk_test_proc.h"
+#include "zipfile.h"
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 
@@ -547,6 +554,512 @@ static void package__host_object_is_loaded_and_unloaded(void **state)
     }
 }
 
+/* --- signatures ------------------------------------------------------------------------------- */
+
+static void sign__keys_sign_verify_and_round_trip_as_text_and_files(void **state)
+{
+    (void)state;
+    tk_sign_key *key, *loaded;
+    tk_sign_public pub, pub2, parsed;
+    unsigned char sig[TK_SIGN_BYTES], sig2[TK_SIGN_BYTES];
+    char text[TK_SIGN_TEXT_MAX], id[TK_SIGN_ID_MAX], path[1024];
+    const char msg[] = "tkpkg manifest v2\n{\"format\": \"tkpkg\"}";
+    tk_assert_ok(tk_sign_key_generate(&key));
+    tk_sign_key_public(key, &pub);
+    tk_assert_ok(tk_sign_bytes(sig, key, msg, sizeof msg - 1));
+    assert_int_equal(tk_sign_verify(&pub, sig, msg, sizeof msg - 1), 0);
+    /* another message, another signature, another key: no */
+    assert_int_equal(tk_sign_verify(&pub, sig, msg, sizeof msg - 2), 1);
+    sig[10] ^= 4;
+    assert_int_equal(tk_sign_verify(&pub, sig, msg, sizeof msg - 1), 1);
+    sig[10] ^= 4;
+    tk_sign_public other = pub;
+    other.raw[0] ^= 1;
+    assert_int_equal(tk_sign_verify(&other, sig, msg, sizeof msg - 1), 1);
+
+    /* text: "ed25519:" and 44 characters of base64; the id: 16 hex digits */
+    tk_sign_public_format(&pub, text);
+    assert_int_equal(strlen(text), 52);
+    assert_memory_equal(text, "ed25519:", 8);
+    tk_assert_ok(tk_sign_public_parse(&parsed, text, strlen(text)));
+    assert_memory_equal(parsed.raw, pub.raw, 32);
+    tk_sign_public_id(&pub, id);
+    assert_int_equal(strlen(id), 16);
+    assert_int_equal(strspn(id, "0123456789abcdef"), 16);
+    tk_assert_fails(tk_sign_public_parse(&parsed, "ed25519:abc", 11), TK_EINVAL,
+                    "'ed25519:abc' is not a public key (expected ed25519: and the base64 of 32 bytes)");
+    char bad[TK_SIGN_TEXT_MAX];
+    memcpy(bad, text, sizeof bad);
+    memcpy(bad, "rsa4096:", 8);
+    tk_assert_fails(tk_sign_public_parse(&parsed, bad, strlen(bad)), TK_EINVAL, "is not a public key");
+    memcpy(bad, text, sizeof bad);
+    /* the last character before '=' carries two spare bits, which must be zero */
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    bad[50] = b64[(strchr(b64, bad[50]) - b64) ^ 1];
+    tk_assert_fails(tk_sign_public_parse(&parsed, bad, strlen(bad)), TK_EINVAL, "is not a public key");
+
+    /* the private key file: PEM PKCS#8, mode 0600; read back, it signs the same bytes (Ed25519 is
+     * deterministic) */
+    snprintf(path, sizeof path, "%s/sign-test-%d.key", TK_TEST_TMPDIR, (int)getpid());
+    unlink(path);
+    tk_assert_ok(tk_sign_key_save(key, path, 1));
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char *pem = tk_test_read_file(path, NULL);
+    assert_non_null(strstr(pem, "-----BEGIN PRIVATE KEY-----"));
+    free(pem);
+    assert_int_equal(tk_sign_key_save(key, path, 1), 1); /* kept: it exists */
+    tk_assert_ok(tk_sign_key_load(&loaded, path));
+    tk_sign_key_public(loaded, &pub2);
+    assert_memory_equal(pub2.raw, pub.raw, 32);
+    tk_assert_ok(tk_sign_bytes(sig2, loaded, msg, sizeof msg - 1));
+    assert_memory_equal(sig2, sig, sizeof sig);
+    tk_sign_key_free(loaded);
+    tp_write_file(path, "not a key\n", 10);
+    tk_assert_fails(tk_sign_key_load(&loaded, path), TK_EINVAL, "is not a private key in PEM (PKCS#8)");
+    assert_null(loaded);
+    unlink(path);
+    tk_sign_key_free(key);
+    tk_sign_key_free(NULL);
+}
+
+/* The bytes of a zip with entry name set to data (n bytes), or removed when data is NULL. */
+static void *rezip(const void *zip, size_t len, const char *name, const void *data, size_t n, size_t *out_len)
+{
+    tk_zip_reader *z;
+    tk_assert_ok(tk_zip_open(&z, zip, len, "'t'", "zip", 100));
+    size_t count = tk_zip_count(z), k = 0;
+    tk_zip_entry e[101];
+    unsigned char *bytes[101];
+    for (size_t i = 0; i < count; i++) {
+        size_t blen;
+        tk_assert_ok(tk_zip_read(z, i, 1u << 30, &bytes[i], &blen));
+        if (strcmp(tk_zip_name(z, i), name) != 0)
+            e[k++] = (tk_zip_entry){tk_zip_name(z, i), bytes[i], blen, 0};
+    }
+    if (data)
+        e[k++] = (tk_zip_entry){name, data, n, 0};
+    void *out = NULL;
+    tk_assert_ok(tk_zip_write_mem(&out, out_len, e, k, "the test package"));
+    for (size_t i = 0; i < count; i++)
+        free(bytes[i]);
+    tk_zip_close(z);
+    return out;
+}
+
+/* Entry name of a zip (malloc'd, NUL-terminated), or NULL. */
+static char *zip_entry(const void *zip, size_t len, const char *name)
+{
+    tk_zip_reader *z;
+    unsigned char *bytes = NULL;
+    size_t n;
+    tk_assert_ok(tk_zip_open(&z, zip, len, "'t'", "zip", 100));
+    for (size_t i = 0; i < tk_zip_count(z) && !bytes; i++)
+        if (!strcmp(tk_zip_name(z, i), name))
+            tk_assert_ok(tk_zip_read(z, i, 1u << 30, &bytes, &n));
+    tk_zip_close(z);
+    return (char *)bytes;
+}
+
+/* test::mlp as a package at TK_TEST_TMPDIR/name, signed with key (NULL: unsigned). */
+static void mlp_package(char *path, size_t n, const char *name, const tk_sign_key *key)
+{
+    size_t wlen, len;
+    void *w = tp_weights(&wlen);
+    tk_program_model *m = tp_model();
+    void *zip = tp_package_signed(&len, m, w, wlen, NULL, 0, key);
+    package_path(path, n, name);
+    tp_write_file(path, zip, len);
+    free(zip);
+    free(w);
+    tk_program_model_free(m);
+}
+
+static void package__unsigned_is_refused_unless_allowed_explicitly(void **state)
+{
+    (void)state;
+    char path[1024];
+    tk_package *pkg = (tk_package *)1;
+    mlp_package(path, sizeof path, "package_unsigned.tkpkg", NULL);
+    char want[1200];
+    snprintf(want, sizeof want, "'%s' is not signed; refusing to run it (sign it with tkexport compile --sign-key, or "
+                                "allow unsigned packages explicitly)", path);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    assert_string_equal(tk_error_last(), want);
+    assert_null(pkg);
+    /* no environment variable opens it: the opt-in is the caller's */
+    setenv("TKEXPORT_ALLOW_UNSIGNED", "1", 1);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, "is not signed; refusing to run it");
+    unsetenv("TKEXPORT_ALLOW_UNSIGNED");
+    tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL, "is not signed");
+    opts.allow_unsigned = 1;
+    tk_assert_ok(tk_package_open_ex(&pkg, path, &opts));
+    assert_null(tk_package_signer(pkg));
+    tk_package_close(pkg);
+    assert_null(tk_package_signer(NULL));
+    /* options of an unknown version */
+    opts.version = 99;
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL,
+                    "tk_package_options version 99; this libtkrt knows version 1");
+}
+
+static void package__signed_by_an_untrusted_key_is_refused_naming_it(void **state)
+{
+    (void)state;
+    char path[1024], text[TK_SIGN_TEXT_MAX], id[TK_SIGN_ID_MAX], want[2600];
+    tk_sign_key *other;
+    tk_sign_public pub;
+    tk_package *pkg;
+    tk_assert_ok(tk_sign_key_generate(&other));
+    tk_sign_key_public(other, &pub);
+    tk_sign_public_format(&pub, text);
+    tk_sign_public_id(&pub, id);
+    mlp_package(path, sizeof path, "package_other_key.tkpkg", other);
+    snprintf(want, sizeof want, "'%s' is signed by key %s (%s), which is not trusted on this machine (trusted keys "
+                                "come from '%s'; add the key there if you trust whoever holds it)", path, id, text,
+             tp_trust_file());
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    assert_null(pkg);
+
+    /* trusted from the environment: one of several keys, separated by commas or white space */
+    char env[400];
+    snprintf(env, sizeof env, " ed25519:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=,%s\n", text);
+    setenv("TKEXPORT_TRUSTED_KEYS", env, 1);
+    tk_assert_ok(tk_package_open(&pkg, path));
+    char signer[200];
+    snprintf(signer, sizeof signer, "%s (key id %s)", text, id);
+    assert_string_equal(tk_package_signer(pkg), signer);
+    tk_package_close(pkg);
+    /* ... but not when the caller ignores the default trust */
+    tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
+    opts.ignore_default_trust = 1;
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL,
+                    "which is not trusted on this machine (trusted keys come from nowhere (the caller ignores");
+    unsetenv("TKEXPORT_TRUSTED_KEYS");
+    snprintf(want, sizeof want, "(trusted keys come from '%s'", tp_trust_file());
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+
+    /* trusted through the API */
+    const char *keys[] = {text, NULL};
+    opts.trusted_keys = keys;
+    tk_assert_ok(tk_package_open_ex(&pkg, path, &opts));
+    tk_package_close(pkg);
+    /* the caller's keys come on top of the default trust: the suite's own key still opens its packages */
+    mlp_package(path, sizeof path, "package_own_key.tkpkg", tp_key());
+    opts.ignore_default_trust = 0;
+    tk_assert_ok(tk_package_open_ex(&pkg, path, &opts));
+    tk_package_close(pkg);
+    opts.ignore_default_trust = 1;
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL, "is not trusted on this machine");
+    tk_sign_key_free(other);
+}
+
+static void package__trust_file_lines_and_keys_are_checked(void **state)
+{
+    (void)state;
+    char path[1024], trust[1100], text[TK_SIGN_TEXT_MAX], own[TK_SIGN_TEXT_MAX], body[600];
+    tk_sign_key *other;
+    tk_sign_public pub;
+    tk_package *pkg;
+    tk_assert_ok(tk_sign_key_generate(&other));
+    tk_sign_key_public(other, &pub);
+    tk_sign_public_format(&pub, text);
+    tk_sign_key_public(tp_key(), &pub);
+    tk_sign_public_format(&pub, own);
+    mlp_package(path, sizeof path, "package_file_trust.tkpkg", other);
+    snprintf(trust, sizeof trust, "%s/trust-lines-%d", TK_TEST_TMPDIR, (int)getpid());
+    setenv("TKEXPORT_TRUST_FILE", trust, 1);
+
+    /* comments, blank lines, white space and a comment after the key */
+    snprintf(body, sizeof body, "# keys of the release team\n\n   %s  alice's laptop # since 2026\n\t%s\r\n", own, text);
+    tp_write_file(trust, body, strlen(body));
+    tk_assert_ok(tk_package_open(&pkg, path));
+    tk_package_close(pkg);
+    /* a malformed line: the file and the line */
+    snprintf(body, sizeof body, "%s\n# next\ned25519:tooshort bob\n%s\n", own, text);
+    tp_write_file(trust, body, strlen(body));
+    char want[1300];
+    snprintf(want, sizeof want, "'%s' line 3: 'ed25519:tooshort' is not a public key (expected ed25519: and the "
+                                "base64 of 32 bytes)", trust);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    /* in the environment, and in the options */
+    tp_write_file(trust, text, strlen(text));
+    setenv("TKEXPORT_TRUSTED_KEYS", "ed25519:?", 1);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, "TKEXPORT_TRUSTED_KEYS: 'ed25519:?' is not a public key");
+    unsetenv("TKEXPORT_TRUSTED_KEYS");
+    tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
+    const char *keys[] = {text, "nonsense", NULL};
+    opts.trusted_keys = keys;
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL,
+                    "trusted key 1 of the options: 'nonsense' is not a public key");
+    /* a missing file holds no keys */
+    unlink(trust);
+    snprintf(want, sizeof want, "(trusted keys come from '%s' (absent);", trust);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    /* tk_trust_add appends a line once */
+    int added = 0;
+    tk_sign_key_public(other, &pub);
+    tk_assert_ok(tk_trust_add(&pub, "bob\nmallory", NULL, &added));
+    assert_true(added);
+    tk_assert_ok(tk_trust_add(&pub, "bob", NULL, &added));
+    assert_false(added);
+    char *lines = tk_test_read_file(trust, NULL);
+    snprintf(want, sizeof want, "%s bob mallory\n", text);
+    assert_string_equal(lines, want);
+    free(lines);
+    tk_assert_ok(tk_package_open(&pkg, path));
+    tk_package_close(pkg);
+    unlink(trust);
+    setenv("TKEXPORT_TRUST_FILE", tp_trust_file(), 1);
+    tk_sign_key_free(other);
+}
+
+/* The host object of a signed package is replaced by other bytes and the manifest's digests are
+ * made again by the writer: the old signature no longer matches, whatever the digests say, and
+ * nothing of the package is loaded. */
+static void package__altered_after_signing_is_refused(void **state)
+{
+    (void)state;
+    char path[1024], bad_path[1024];
+    size_t wlen, len, hlen, blen, tlen;
+    void *w = tp_weights(&wlen), *host = read_all(TK_TEST_OPS_MODULE, &hlen);
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::neg"));
+    assert_non_null(tk_pm_add_symbol(m, "n", 1, 100));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 1, "n", 0, 0);
+    tk_pm_node *n = tk_pm_add_node(m, "test_module::neg", 1, 1, "model.c", 1);
+    n->inputs[0] = 0;
+    tp_set(m, &n->outputs[0], 1, NULL, 1, "n", 0, 0);
+    tp_set(m, tk_pm_add_output(m), 1, NULL, 1, "n", 0, 0);
+    tp_op(m, "test_module::neg", "(Tensor x) -> Tensor", 0);
+    void *zip = tp_package(&len, m, w, wlen, host, hlen);
+    package_path(path, sizeof path, "package_signed_host.tkpkg");
+    tp_write_file(path, zip, len);
+    tk_package *pkg;
+    tk_assert_ok(tk_package_open(&pkg, path));
+    tk_package_close(pkg);
+
+    /* the attacker's package: other host code, digests recomputed, the old signature kept */
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, path, NULL));
+    tk_pkgfile g = *f;
+    tk_pkg_entry entries[8];
+    assert_true(f->nentries <= 8);
+    memcpy(entries, f->entries, f->nentries * sizeof(*entries));
+    static const char evil[] = "#!/bin/sh\necho replaced\n";
+    for (size_t i = 0; i < f->nentries; i++)
+        if (!strcmp(entries[i].path, "host/ops.so"))
+            entries[i].data = (unsigned char *)evil, entries[i].size = sizeof evil - 1;
+    g.entries = entries;
+    void *unsigned_zip, *tampered;
+    tk_assert_ok(tk_pkgfile_write_mem(&unsigned_zip, &blen, &g, NULL));
+    char *sig = zip_entry(zip, len, TK_TKPKG_SIGNATURE);
+    assert_non_null(sig);
+    tampered = rezip(unsigned_zip, blen, TK_TKPKG_SIGNATURE, sig, strlen(sig), &tlen);
+    package_path(bad_path, sizeof bad_path, "package_tampered.tkpkg");
+    tp_write_file(bad_path, tampered, tlen);
+    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EINVAL, "signature does not match the manifest");
+    assert_null(pkg);
+    assert_null(tk_op_find("test_module::neg"));
+    /* even allowing unsigned packages and ignoring trust does not open it: the signature is there */
+    tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
+    opts.allow_unsigned = 1;
+    tk_assert_fails(tk_package_open_ex(&pkg, bad_path, &opts), TK_EINVAL, "signature does not match the manifest");
+
+    /* tkexport run: a one-line refusal, exit status 1, no crash */
+    const char *argv[] = {TK_TKEXPORT, "run", bad_path, "--device", "cpu", "--input", "x=random:5", NULL};
+    char *out = NULL, *err = NULL;
+    assert_int_equal(tk_test_run(argv, NULL, &out, &err), 1);
+    char want[1300];
+    snprintf(want, sizeof want, "tkexport run: error: '%s': signature does not match the manifest", bad_path);
+    assert_non_null(strstr(err, want));
+    assert_ptr_equal(strchr(err, '\n'), err + strlen(err) - 1); /* one line */
+    free(out);
+    free(err);
+
+    /* re-signed by the attacker's own key: not trusted */
+    tk_sign_key *evil_key;
+    tk_assert_ok(tk_sign_key_generate(&evil_key));
+    free(tampered);
+    tk_assert_ok(tk_pkgfile_write_mem(&tampered, &tlen, &g, evil_key));
+    tp_write_file(bad_path, tampered, tlen);
+    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EINVAL, "which is not trusted on this machine");
+    /* the signature dropped: unsigned */
+    free(tampered);
+    tampered = rezip(zip, len, TK_TKPKG_SIGNATURE, NULL, 0, &tlen);
+    tp_write_file(bad_path, tampered, tlen);
+    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EINVAL, "is not signed; refusing to run it");
+    /* a manifest changed by one byte under its signature (digests untouched) */
+    char *manifest = zip_entry(zip, len, TK_TKPKG_MANIFEST);
+    char *at = strstr(manifest, "test::neg");
+    assert_non_null(at);
+    at[5] = 'N';
+    free(tampered);
+    tampered = rezip(zip, len, TK_TKPKG_MANIFEST, manifest, strlen(manifest), &tlen);
+    tp_write_file(bad_path, tampered, tlen);
+    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EINVAL, "signature does not match the manifest");
+    assert_null(tk_op_find("test_module::neg"));
+
+    tk_sign_key_free(evil_key);
+    free(manifest);
+    free(tampered);
+    free(sig);
+    free(unsigned_zip);
+    tk_pkgfile_free(f);
+    free(zip);
+    free(host);
+    free(w);
+    tk_program_model_free(m);
+}
+
+static void package__malformed_signature_entries_are_refused(void **state)
+{
+    (void)state;
+    char path[1024];
+    size_t len = 0, tlen;
+    mlp_package(path, sizeof path, "package_sig_good.tkpkg", tp_key());
+    void *zip = tk_test_read_file(path, &len);
+    char *sig = zip_entry(zip, len, TK_TKPKG_SIGNATURE);
+    assert_non_null(strstr(sig, "{\"format\":\"tkpkg-signature\",\"version\":1,\"algorithm\":\"ed25519\","
+                                "\"public_key\":\"ed25519:"));
+    assert_non_null(strstr(sig, "\",\"signature\":\""));
+    struct {
+        const char *sig, *message;
+    } cases[] = {
+        {"[]", "manifest.sig is malformed: not a JSON object"},
+        {"{\"format\":\"tkpkg-signature\",\"version\":2}", "manifest.sig is malformed: expected format "
+                                                           "'tkpkg-signature' version 1"},
+        {"{\"format\":\"tkpkg-signature\",\"version\":1,\"algorithm\":\"rsa\"}",
+         "manifest.sig is malformed: algorithm 'rsa', expected 'ed25519'"},
+        {"{\"format\":\"tkpkg-signature\",\"version\":1,\"algorithm\":\"ed25519\",\"public_key\":\"ed25519:x\"}",
+         "manifest.sig is malformed: 'public_key' is not ed25519: and the base64 of 32 bytes"},
+    };
+    tk_package *pkg;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        void *bad = rezip(zip, len, TK_TKPKG_SIGNATURE, cases[i].sig, strlen(cases[i].sig), &tlen);
+        tp_write_file(path, bad, tlen);
+        tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, cases[i].message);
+        free(bad);
+    }
+    /* a signature of the wrong length */
+    char *cut = strstr(sig, "\"signature\":\"");
+    assert_non_null(cut);
+    strcpy(cut + 13, "AAAA\"}");
+    void *bad = rezip(zip, len, TK_TKPKG_SIGNATURE, sig, strlen(sig), &tlen);
+    tp_write_file(path, bad, tlen);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL,
+                    "manifest.sig is malformed: 'signature' is not the base64 of 64 bytes");
+    free(bad);
+    free(sig);
+    free(zip);
+}
+
+static void package__version_1_is_told_to_recompile(void **state)
+{
+    (void)state;
+    char path[1024], want[1200];
+    size_t len = 0, tlen;
+    mlp_package(path, sizeof path, "package_v1.tkpkg", NULL);
+    void *zip = tk_test_read_file(path, &len);
+    char *manifest = zip_entry(zip, len, TK_TKPKG_MANIFEST);
+    char *at = strstr(manifest, "\"version\":\t2,");
+    assert_non_null(at);
+    at[11] = '1';
+    void *old = rezip(zip, len, TK_TKPKG_MANIFEST, manifest, strlen(manifest), &tlen);
+    tp_write_file(path, old, tlen);
+    snprintf(want, sizeof want, "'%s' is a version 1 package; this runtime reads version 2 (recompile it with tkexport "
+                                "compile)", path);
+    tk_package *pkg;
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    assert_string_equal(tk_error_last(), want);
+    tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
+    opts.allow_unsigned = 1;
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL, want);
+    free(old);
+    free(manifest);
+    free(zip);
+}
+
+/* tkexport keygen: the private key (0600) and KEYFILE.pub; never over an existing key without
+ * --force; --trust adds the key to the trust file. */
+static void cli__keygen_writes_a_key_pair_and_keeps_existing_keys(void **state)
+{
+    (void)state;
+    char *dir = tk_test_temp_dir(), key[600], pub[610], trust[600], cfg[600], env_trust[700], env_cfg[700];
+    char *out = NULL, *err = NULL;
+    snprintf(key, sizeof key, "%s/release.key", dir);
+    snprintf(pub, sizeof pub, "%s/release.key.pub", dir);
+    snprintf(trust, sizeof trust, "%s/trusted_keys", dir);
+    snprintf(cfg, sizeof cfg, "%s/config", dir);
+    snprintf(env_trust, sizeof env_trust, "TKEXPORT_TRUST_FILE=%s", trust);
+    snprintf(env_cfg, sizeof env_cfg, "XDG_CONFIG_HOME=%s", cfg);
+    const char *env[] = {env_trust, env_cfg, NULL};
+
+    const char *help[] = {TK_TKEXPORT, "keygen", "--help", NULL};
+    assert_int_equal(tk_test_run(help, env, &out, NULL), 0);
+    assert_non_null(strstr(out, "usage: tkexport keygen [-o KEYFILE] [--force] [--trust]"));
+    free(out);
+
+    const char *gen[] = {TK_TKEXPORT, "keygen", "-o", key, NULL};
+    assert_int_equal(tk_test_run(gen, env, &out, &err), 0);
+    struct stat st;
+    assert_int_equal(stat(key, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    char *line = tk_test_read_file(pub, NULL), *pem = tk_test_read_file(key, NULL);
+    assert_non_null(line);
+    tk_sign_public p;
+    tk_assert_ok(tk_sign_public_parse(&p, line, strcspn(line, " ")));
+    char id[TK_SIGN_ID_MAX], want[1400];
+    tk_sign_public_id(&p, id);
+    snprintf(want, sizeof want, "(key id %s)", id);
+    assert_non_null(strstr(out, want));
+    assert_int_equal(access(trust, F_OK), -1); /* not trusted without --trust */
+    free(out);
+    free(err);
+
+    /* a second time: refused, the key left as it was */
+    assert_int_equal(tk_test_run(gen, env, &out, &err), 1);
+    snprintf(want, sizeof want, "tkexport keygen: '%s' exists; refusing to overwrite a key (--force replaces it)\n", key);
+    assert_string_equal(err, want);
+    char *pem2 = tk_test_read_file(key, NULL);
+    assert_string_equal(pem2, pem);
+    free(pem2);
+    free(out);
+    free(err);
+    /* --force --trust: a new key, added to the trust file */
+    const char *force[] = {TK_TKEXPORT, "keygen", "-o", key, "--force", "--trust", NULL};
+    assert_int_equal(tk_test_run(force, env, &out, &err), 0);
+    pem2 = tk_test_read_file(key, NULL);
+    assert_string_not_equal(pem2, pem);
+    char *line2 = tk_test_read_file(pub, NULL), *trusted = tk_test_read_file(trust, NULL);
+    assert_string_equal(trusted, line2);
+    snprintf(want, sizeof want, "trusted on this machine: added to '%s'", trust);
+    assert_non_null(strstr(out, want));
+    free(out);
+    free(err);
+    /* without -o: the per-user key under XDG_CONFIG_HOME */
+    const char *dflt[] = {TK_TKEXPORT, "keygen", NULL};
+    assert_int_equal(tk_test_run(dflt, env, &out, &err), 0);
+    char user_key[700];
+    snprintf(user_key, sizeof user_key, "%s/tkexport/signing_key", cfg);
+    assert_int_equal(stat(user_key, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    free(out);
+    free(err);
+    const char *extra[] = {TK_TKEXPORT, "keygen", "stray", NULL};
+    assert_int_equal(tk_test_run(extra, env, NULL, &err), 2);
+    assert_non_null(strstr(err, "unexpected argument 'stray'"));
+    free(err);
+    free(line);
+    free(line2);
+    free(trusted);
+    free(pem);
+    free(pem2);
+    tk_test_rm_tree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -563,6 +1076,14 @@ int main(void)
         cmocka_unit_test(package__opened_and_run_on_the_cpu),
         cmocka_unit_test(package__errors_are_one_line),
         cmocka_unit_test(package__host_object_is_loaded_and_unloaded),
+        cmocka_unit_test(sign__keys_sign_verify_and_round_trip_as_text_and_files),
+        cmocka_unit_test(package__unsigned_is_refused_unless_allowed_explicitly),
+        cmocka_unit_test(package__signed_by_an_untrusted_key_is_refused_naming_it),
+        cmocka_unit_test(package__trust_file_lines_and_keys_are_checked),
+        cmocka_unit_test(package__altered_after_signing_is_refused),
+        cmocka_unit_test(package__malformed_signature_entries_are_refused),
+        cmocka_unit_test(package__version_1_is_told_to_recompile),
+        cmocka_unit_test(cli__keygen_writes_a_key_pair_and_keeps_existing_keys),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tp_trust_setup, tp_trust_teardown);
 }

@@ -1,6 +1,7 @@
 /* The package runtime on a GPU: the executor's eager runs, CUDA graph capture and replay against
  * each other and the reference computed on the host, several sessions sharing one upload of the
  * weights, per-node profiles with device events. Exits 77 (skipped) without a CUDA driver. */
+#define _POSIX_C_SOURCE 200809L /* setenv, for tk_test_package.h */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,6 +1,8 @@
 /* What the package suites (test_package.c, test_package_gpu.c) share: the test program as a model
- * built with runtime/progmodel.h, its weights, its reference computed here, and a .tkpkg written
- * by hand (manifest, digests, zip) around a model. Include after <cmocka.h> and tk_test.h. */
+ * built with runtime/progmodel.h, its weights, its reference computed here, and a .tkpkg around a
+ * model written through the format's own writer (runtime/pkgfile.h), signed with the suite's
+ * key, which the suite trusts through a trust file of its own. Include after <cmocka.h> and
+ * tk_test.h. */
 #ifndef TK_TEST_PACKAGE_H
 #define TK_TEST_PACKAGE_H
 
@@ -10,12 +12,13 @@
 #include <string.h>
 #include <tk/runtime.h>
 
+#include <unistd.h>
+
 #include "exec.h"
+#include "pkgfile.h"
 #include "progmodel.h"
 #include "safetensors.h"
-#include "sha256.h"
-#include "strbuf.h"
-#include "zipfile.h"
+#include "sign.h"
 
 enum { TP_IN = 4, TP_OUT = 3, TP_MAX_BATCH = 64 };
 
@@ -145,40 +148,81 @@ static inline void tp_check(const tk_tensor *x, const tk_tensor *y, const tk_ten
     }
 }
 
-/* A .tkpkg around model m (program.json written from it), weights and an optional host object:
- * the manifest lists every entry with its size and SHA-256. *len and the bytes are the caller's. */
-static inline void *tp_package(size_t *len, const tk_program_model *m, const void *weights, size_t wlen, const void *host,
-                        size_t hlen)
+/* The suite's signing key and trust file (TK_TEST_TMPDIR/trusted_keys-<pid>, set as
+ * TKEXPORT_TRUST_FILE, the key its one line; TKEXPORT_TRUSTED_KEYS unset), so that nothing
+ * reads the home folder's. Made by tp_trust_setup, dropped by tp_trust_teardown. */
+static inline tk_sign_key **tp_key_slot(void)
 {
-    char *pj = NULL, sha[3][65];
+    static tk_sign_key *key;
+    return &key;
+}
+
+static inline const tk_sign_key *tp_key(void) { return *tp_key_slot(); }
+
+static inline const char *tp_trust_file(void)
+{
+    static char path[1100];
+    if (!path[0])
+        snprintf(path, sizeof path, "%s/trusted_keys-%d", TK_TEST_TMPDIR, (int)getpid());
+    return path;
+}
+
+static inline int tp_trust_setup(void **state)
+{
+    (void)state;
+    tk_sign_public pub;
+    int added = 0;
+    unlink(tp_trust_file());
+    setenv("TKEXPORT_TRUST_FILE", tp_trust_file(), 1);
+    unsetenv("TKEXPORT_TRUSTED_KEYS");
+    tk_assert_ok(tk_sign_key_generate(tp_key_slot()));
+    tk_sign_key_public(tp_key(), &pub);
+    tk_assert_ok(tk_trust_add(&pub, "the test suite's key", NULL, &added));
+    assert_true(added);
+    return 0;
+}
+
+static inline int tp_trust_teardown(void **state)
+{
+    (void)state;
+    tk_sign_key_free(*tp_key_slot());
+    *tp_key_slot() = NULL;
+    unlink(tp_trust_file());
+    return 0;
+}
+
+/* A .tkpkg around model m (program.json written from it), weights and an optional host object,
+ * signed with key (NULL: unsigned) by tk_pkgfile_write_mem. *len and the bytes are the
+ * caller's. */
+static inline void *tp_package_signed(size_t *len, const tk_program_model *m, const void *weights, size_t wlen,
+                                      const void *host, size_t hlen, const tk_sign_key *key)
+{
+    char *pj = NULL;
     tk_assert_ok(tk_program_json_write(&pj, m));
-    tk_sha256_hex(host ? host : "", hlen, sha[0]);
-    tk_sha256_hex(pj, strlen(pj), sha[1]);
-    tk_sha256_hex(weights, wlen, sha[2]);
-    tk_strbuf mf = TK_STRBUF_INIT;
-    tk_strbuf_addf(&mf, "{\"format\": \"tkpkg\", \"version\": 1, \"tkexport\": \"0.1.0\", \"program\": \"%s\", "
-                        "\"architectures\": [], \"ptx\": null, \"compilers\": {\"nvcc\": null, \"cc\": null}, "
-                        "\"host\": %s, \"kernels\": [], \"ops\": [", m->name, host ? "\"host/ops.so\"" : "null");
+    tk_pkg_op *ops = calloc(m->nops + 1, sizeof(*ops));
+    assert_non_null(ops);
     for (size_t i = 0; i < m->nops; i++)
-        tk_strbuf_addf(&mf, "%s{\"name\": \"%s\", \"builtin\": %s, \"kernels\": []}", i ? ", " : "", m->ops[i].name,
-                       m->ops[i].builtin ? "true" : "false");
-    tk_strbuf_adds(&mf, "], \"entries\": [");
-    if (host)
-        tk_strbuf_addf(&mf, "{\"path\": \"host/ops.so\", \"size\": %zu, \"sha256\": \"%s\"}, ", hlen, sha[0]);
-    tk_strbuf_addf(&mf, "{\"path\": \"program.json\", \"size\": %zu, \"sha256\": \"%s\"}, ", strlen(pj), sha[1]);
-    tk_strbuf_addf(&mf, "{\"path\": \"weights.safetensors\", \"size\": %zu, \"sha256\": \"%s\"}]}", wlen, sha[2]);
-    tk_zip_entry e[4];
+        ops[i] = (tk_pkg_op){m->ops[i].name, m->ops[i].builtin, 0, NULL};
+    tk_pkg_entry entries[3];
     size_t n = 0;
     if (host)
-        e[n++] = (tk_zip_entry){"host/ops.so", host, hlen, 0};
-    e[n++] = (tk_zip_entry){"manifest.json", mf.buf, mf.len, 0};
-    e[n++] = (tk_zip_entry){"program.json", pj, strlen(pj), 0};
-    e[n++] = (tk_zip_entry){"weights.safetensors", weights, wlen, 1};
+        entries[n++] = (tk_pkg_entry){.path = "host/ops.so", .data = (unsigned char *)host, .size = hlen};
+    entries[n++] = (tk_pkg_entry){.path = "program.json", .data = (unsigned char *)pj, .size = strlen(pj)};
+    entries[n++] = (tk_pkg_entry){.path = "weights.safetensors", .data = (unsigned char *)weights, .size = wlen};
+    tk_pkgfile f = {.tkexport = "0.1.0", .program_name = m->name, .host = host ? "host/ops.so" : NULL,
+                    .nops = m->nops, .ops = ops, .nentries = n, .entries = entries};
     void *zip = NULL;
-    tk_assert_ok(tk_zip_write_mem(&zip, len, e, n, "the test package"));
-    tk_strbuf_release(&mf);
+    tk_assert_ok(tk_pkgfile_write_mem(&zip, len, &f, key));
+    free(ops);
     free(pj);
     return zip;
+}
+
+/* tp_package_signed with the suite's key. */
+static inline void *tp_package(size_t *len, const tk_program_model *m, const void *weights, size_t wlen,
+                               const void *host, size_t hlen)
+{
+    return tp_package_signed(len, m, weights, wlen, host, hlen, tp_key());
 }
 
 static inline void tp_write_file(const char *path, const void *data, size_t len)

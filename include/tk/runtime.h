@@ -93,9 +93,11 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
 
 /* --- packages (docs/formats/tkpkg.md) ------------------------------------------------------ */
 
-/* A package opened for running: its manifest and program checked, every entry verified against
- * its SHA-256 before any is used, the kernels each op needs present, the weights mapped once,
- * the host object loaded last. Shared by every session that runs it; thread-safe.
+/* A package opened for running: its manifest's signature checked against the trusted keys and
+ * its manifest and program checked, every entry verified against its SHA-256 before any is used,
+ * the kernels each op needs present, the weights mapped once, the host object loaded last.
+ * Shared by every session that runs it; thread-safe. docs/security.md says what this protects
+ * against and what it does not.
  *
  * A package is a namespace: the ops, kernels, tuning tables and heuristics it brings are resolved
  * inside it, so any number of packages may be open at once, two versions of one model included,
@@ -103,10 +105,30 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
  * visible to every package, a package's ops to no one else (tk_op_find does not list them). */
 typedef struct tk_package tk_package;
 
-/* Opens and verifies a .tkpkg. Each failure is one line naming the entry, kernel, op or
- * architecture at fault: TK_ENOTFOUND (no such file), TK_EINVAL (not a package, wrong format or
- * version, a digest mismatch, a hostile entry, malformed JSON, a missing kernel), TK_EIO. */
+/* Opens and verifies a .tkpkg with the default options: an unsigned package is refused, and the
+ * trusted keys are those of the trust file ($TKEXPORT_TRUST_FILE, else
+ * $XDG_CONFIG_HOME/tkexport/trusted_keys) and of TKEXPORT_TRUSTED_KEYS. Each failure is one line
+ * naming the entry, kernel, op, key or architecture at fault: TK_ENOTFOUND (no such file),
+ * TK_EINVAL (not a package, wrong format or version, unsigned, signed by a key not trusted, a
+ * signature that does not match the manifest, a digest mismatch, a hostile entry, malformed
+ * JSON, a missing kernel), TK_EIO. */
 int tk_package_open(tk_package **out, const char *path);
+
+/* How tk_package_open_ex verifies a package's signature. Initialize with
+ * TK_PACKAGE_OPTIONS_INIT, then set what differs from the defaults. */
+#define TK_PACKAGE_OPTIONS_VERSION 1
+typedef struct tk_package_options {
+    unsigned version;                 /* TK_PACKAGE_OPTIONS_VERSION */
+    int allow_unsigned;               /* open packages that carry no signature (explicit opt-in) */
+    const char *const *trusted_keys;  /* extra trusted public keys "ed25519:BASE64", NULL-terminated, or NULL */
+    int ignore_default_trust;         /* do not read the trust file nor TKEXPORT_TRUSTED_KEYS */
+} tk_package_options;
+#define TK_PACKAGE_OPTIONS_INIT {TK_PACKAGE_OPTIONS_VERSION, 0, NULL, 0}
+/* tk_package_open with options (NULL: the defaults). A malformed trusted key, in the options, the
+ * trust file (named with its line) or TKEXPORT_TRUSTED_KEYS, is TK_EINVAL; so is an options
+ * version this libtkrt does not know. No environment variable allows unsigned packages: only
+ * allow_unsigned does. */
+int tk_package_open_ex(tk_package **out, const char *path, const tk_package_options *opts);
 /* Gives up the opener's hold on a package. Sessions hold it too: the package (its host object,
  * modules and weights) goes away when the last of them is freed, so a service can swap versions
  * under load: open version 2, send new requests to it, close version 1 at once, and version 1's
@@ -134,6 +156,8 @@ size_t tk_package_num_inputs(const tk_package *pkg);
 size_t tk_package_num_outputs(const tk_package *pkg);
 const tk_io_info *tk_package_input(const tk_package *pkg, size_t i);
 const tk_io_info *tk_package_output(const tk_package *pkg, size_t i);
+/* The key id and public key that signed the package, NULL for an unsigned one opened with allow_unsigned. */
+const char *tk_package_signer(const tk_package *pkg);
 
 /* A session runs a package on one device (cpu or cuda:N) with its own context and stream; the
  * package's weights are uploaded once per device and shared by the sessions on it. One session
