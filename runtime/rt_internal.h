@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <tk/export.h>
 #include <tk/program.h>
 #include <tk/runtime.h>
 
@@ -139,7 +140,8 @@ int tk_tune_describe(const char *kernel, int *nparams, int *nconfigs, const tk_t
 int tk_tune_config_for(tk_ctx *ctx, const tk_kernel *kernel);
 
 /* Fatbins embedded by tk_add_kernels (cmake/tkexport_kernels.cmake) register themselves from a
- * constructor, like ops. */
+ * constructor, like ops. The code it generates declares register and unregister itself and calls
+ * them from users' programs: they are exported (TK_API) though no public header declares them. */
 typedef struct tk_fatbin_node {
     const void *image;
     size_t size;
@@ -148,8 +150,8 @@ typedef struct tk_fatbin_node {
     struct tk_fatbin_node *next;
 } tk_fatbin_node;
 
-void tk_fatbin_register(tk_fatbin_node *node);
-void tk_fatbin_unregister(tk_fatbin_node *node);
+TK_API void tk_fatbin_register(tk_fatbin_node *node);
+TK_API void tk_fatbin_unregister(tk_fatbin_node *node);
 /* Calls fn on each registered fatbin, oldest first, with the registry locked, until fn returns
  * non-zero; returns that value (0 when every call returned 0). */
 int tk_fatbin_foreach(int (*fn)(const tk_fatbin_node *node, void *arg), void *arg);

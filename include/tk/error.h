@@ -2,9 +2,12 @@
 #ifndef TK_ERROR_H
 #define TK_ERROR_H
 
+#include <tk/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+TK_API_BEGIN
 
 /* Library functions return 0 or one of these negative codes; the message that goes with the
  * failure is in tk_error_last() of the failing thread. */
@@ -23,6 +26,7 @@ typedef enum tk_error_code {
  * valid until the next tk_error_set on this thread. */
 const char *tk_error_last(void);
 
+
 /* Records a one-line message (printf format) as this thread's last error and returns code, so
  * that a failing function can say `return tk_error_set(TK_EINVAL, "...", ...);`. */
 int tk_error_set(int code, const char *fmt, ...)
@@ -34,6 +38,7 @@ int tk_error_set(int code, const char *fmt, ...)
 /* Clears this thread's last error. */
 void tk_error_clear(void);
 
+TK_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,129 @@
+/* libtkrt's public surface, through libtkrt.so and include/tk only (no runtime/ header is on this
+ * suite's include path): safetensors files through tk/safetensors.h. */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "tk_test.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <tk/runtime.h>
+#include <tk/safetensors.h>
+#include <unistd.h>
+
+static const tk_device CPU = {TK_DEVICE_CPU, 0};
+
+/* --- tk/safetensors.h --------------------------------------------------------------------- */
+
+static void safetensors__write_open_find_load(void **state)
+{
+    (void)state;
+    const char *path = TK_TEST_TMPDIR "/abi_public.safetensors";
+    const int64_t s23[] = {2, 3}, s5[] = {5};
+    tk_tensor *w = NULL, *b = NULL, *got = NULL;
+    tk_assert_ok(tk_tensor_new(&w, NULL, CPU, TK_F32, 2, s23));
+    tk_assert_ok(tk_tensor_new(&b, NULL, CPU, TK_I32, 1, s5));
+    for (int i = 0; i < 6; i++)
+        ((float *)tk_tensor_data(w))[i] = 0.5f * (float)i - 1.0f;
+    for (int i = 0; i < 5; i++)
+        ((int32_t *)tk_tensor_data(b))[i] = 7 * i - 3;
+    const char *names[] = {"layer.weight", "layer.bias"};
+    tk_tensor *tensors[] = {w, b};
+    tk_assert_ok(tk_safetensors_write(path, 2, names, tensors));
+
+    tk_safetensors *st = NULL;
+    tk_assert_ok(tk_safetensors_open(&st, path));
+    assert_string_equal(tk_safetensors_name(st), path);
+    assert_int_equal(tk_safetensors_count(st), 2);
+    /* sorted by name */
+    assert_string_equal(tk_safetensors_entry_name(tk_safetensors_at(st, 0)), "layer.bias");
+    assert_string_equal(tk_safetensors_entry_name(tk_safetensors_at(st, 1)), "layer.weight");
+    assert_null(tk_safetensors_at(st, 2));
+    assert_null(tk_safetensors_metadata(st, "format"));
+
+    const tk_safetensors_entry *e = tk_safetensors_find(st, "layer.weight");
+    assert_non_null(e);
+    tk_dtype dtype = TK_I64;
+    int rank = 0;
+    int64_t shape[TK_MAX_DIMS] = {0};
+    tk_assert_ok(tk_safetensors_entry_info(e, &dtype, &rank, shape));
+    assert_int_equal(dtype, TK_F32);
+    assert_int_equal(rank, 2);
+    assert_int_equal(shape[0], 2);
+    assert_int_equal(shape[1], 3);
+    tk_assert_ok(tk_safetensors_entry_info(e, NULL, NULL, NULL));
+    tk_assert_ok(tk_safetensors_load(&got, NULL, CPU, st, e));
+    assert_int_equal(tk_tensor_dtype(got), TK_F32);
+    assert_memory_equal(tk_tensor_data(got), tk_tensor_data(w), 6 * sizeof(float));
+    tk_tensor_free(got);
+    got = NULL;
+
+    e = tk_safetensors_find(st, "layer.bias");
+    tk_assert_ok(tk_safetensors_load(&got, NULL, CPU, st, e));
+    assert_int_equal(tk_tensor_rank(got), 1);
+    assert_memory_equal(tk_tensor_data(got), tk_tensor_data(b), 5 * sizeof(int32_t));
+    tk_tensor_free(got);
+
+    tk_error_clear();
+    assert_null(tk_safetensors_find(st, "layer.scale"));
+    assert_non_null(strstr(tk_error_last(), "has no tensor 'layer.scale'"));
+    tk_assert_fails(tk_safetensors_entry_info(NULL, &dtype, &rank, shape), TK_EINVAL, "no entry");
+
+    tk_safetensors_free(st);
+    tk_safetensors_free(NULL);
+    tk_tensor_free(w);
+    tk_tensor_free(b);
+    unlink(path);
+}
+
+/* A dtype tk_dtype lacks is listed and described, but not loaded. */
+static void safetensors__unsupported_dtype_is_described_not_loaded(void **state)
+{
+    (void)state;
+    const char *path = TK_TEST_TMPDIR "/abi_u8.safetensors";
+    const char header[] = "{\"flags\":{\"dtype\":\"U8\",\"shape\":[2,2],\"data_offsets\":[0,4]}}";
+    unsigned char bytes[8 + sizeof header - 1 + 4];
+    uint64_t n = sizeof header - 1;
+    for (int i = 0; i < 8; i++)
+        bytes[i] = (unsigned char)(n >> (8 * i));
+    memcpy(bytes + 8, header, n);
+    memcpy(bytes + 8 + n, "\1\0\1\1", 4);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(bytes, 1, sizeof bytes, f), sizeof bytes);
+    fclose(f);
+
+    tk_safetensors *st = NULL;
+    tk_tensor *t = NULL;
+    tk_assert_ok(tk_safetensors_open(&st, path));
+    const tk_safetensors_entry *e = tk_safetensors_find(st, "flags");
+    assert_non_null(e);
+    int rank = 0;
+    int64_t shape[TK_MAX_DIMS] = {0};
+    tk_dtype dtype;
+    tk_assert_fails(tk_safetensors_entry_info(e, &dtype, &rank, shape), TK_EUNSUPPORTED, "'flags' is U8");
+    assert_int_equal(rank, 2);
+    assert_int_equal(shape[1], 2);
+    tk_assert_fails(tk_safetensors_load(&t, NULL, CPU, st, e), TK_EUNSUPPORTED, "U8");
+    assert_null(t);
+    tk_safetensors_free(st);
+    unlink(path);
+
+    tk_assert_fails(tk_safetensors_open(&st, TK_TEST_TMPDIR "/abi_none.safetensors"), TK_EIO, "abi_none");
+    assert_null(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(safetensors__write_open_find_load),
+        cmocka_unit_test(safetensors__unsupported_dtype_is_described_not_loaded),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
