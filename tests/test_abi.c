@@ -1,5 +1,6 @@
 /* libtkrt's public surface, through libtkrt.so and include/tk only (no runtime/ header is on this
- * suite's include path): safetensors files through tk/safetensors.h. */
+ * suite's include path): tk_error_last_code beside the message, and safetensors files through
+ * tk/safetensors.h. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,6 +11,7 @@
 
 #include "tk_test.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,58 @@
 #include <unistd.h>
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
+
+/* --- tk_error_last_code ------------------------------------------------------------------- */
+
+static void error__code_beside_the_message_of_a_null_return(void **state)
+{
+    (void)state;
+    tk_ctx *ctx = NULL;
+    tk_assert_ok(tk_ctx_new(&ctx, CPU));
+    tk_error_clear();
+    assert_int_equal(tk_error_last_code(), 0);
+    assert_string_equal(tk_error_last(), "");
+
+    /* a function returning a tensor: NULL, and the code of why */
+    assert_null(tk_call_op(ctx, "abi::no_such_op", 0, NULL));
+    assert_int_equal(tk_error_last_code(), TK_ENOTFOUND);
+    assert_non_null(strstr(tk_error_last(), "'abi::no_such_op' is not registered"));
+
+    /* a call that succeeds leaves both as they were */
+    tk_device dev;
+    tk_assert_ok(tk_device_parse(&dev, "cpu"));
+    assert_int_equal(tk_error_last_code(), TK_ENOTFOUND);
+    assert_non_null(strstr(tk_error_last(), "abi::no_such_op"));
+
+    assert_int_equal(tk_device_parse(&dev, "tpu"), TK_EINVAL);
+    assert_int_equal(tk_error_last_code(), TK_EINVAL);
+    tk_error_clear();
+    assert_int_equal(tk_error_last_code(), 0);
+    assert_string_equal(tk_error_last(), "");
+    tk_ctx_free(ctx);
+}
+
+static void *fail_on_thread(void *arg)
+{
+    (void)arg;
+    tk_device dev;
+    if (tk_device_parse(&dev, "tpu") != TK_EINVAL || tk_error_last_code() != TK_EINVAL)
+        return (void *)1;
+    return NULL;
+}
+
+static void error__code_is_per_thread(void **state)
+{
+    (void)state;
+    tk_error_set(TK_EIO, "abi: the main thread's error");
+    pthread_t t;
+    void *ret = (void *)1;
+    assert_int_equal(pthread_create(&t, NULL, fail_on_thread, NULL), 0);
+    assert_int_equal(pthread_join(t, &ret), 0);
+    assert_null(ret);
+    assert_int_equal(tk_error_last_code(), TK_EIO);
+    assert_string_equal(tk_error_last(), "abi: the main thread's error");
+}
 
 /* --- tk/safetensors.h --------------------------------------------------------------------- */
 
@@ -72,6 +126,7 @@ static void safetensors__write_open_find_load(void **state)
 
     tk_error_clear();
     assert_null(tk_safetensors_find(st, "layer.scale"));
+    assert_int_equal(tk_error_last_code(), TK_ENOTFOUND);
     assert_non_null(strstr(tk_error_last(), "has no tensor 'layer.scale'"));
     tk_assert_fails(tk_safetensors_entry_info(NULL, &dtype, &rank, shape), TK_EINVAL, "no entry");
 
@@ -117,11 +172,14 @@ static void safetensors__unsupported_dtype_is_described_not_loaded(void **state)
 
     tk_assert_fails(tk_safetensors_open(&st, TK_TEST_TMPDIR "/abi_none.safetensors"), TK_EIO, "abi_none");
     assert_null(st);
+    assert_int_equal(tk_error_last_code(), TK_EIO);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(error__code_beside_the_message_of_a_null_return),
+        cmocka_unit_test(error__code_is_per_thread),
         cmocka_unit_test(safetensors__write_open_find_load),
         cmocka_unit_test(safetensors__unsupported_dtype_is_described_not_loaded),
     };
