@@ -1,6 +1,6 @@
 /* libtkrt's public surface, through libtkrt.so and include/tk only (no runtime/ header is on this
- * suite's include path): tk_error_last_code beside the message, and safetensors files through
- * tk/safetensors.h. */
+ * suite's include path): tk_error_last_code beside the message, the log callback (tk/log.h) and
+ * its default, and safetensors files through tk/safetensors.h. */
 #define _POSIX_C_SOURCE 200809L
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,10 +11,14 @@
 
 #include "tk_test.h"
 
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tk/log.h>
+#include <tk/program.h>
 #include <tk/runtime.h>
 #include <tk/safetensors.h>
 #include <unistd.h>
@@ -71,6 +75,138 @@ static void error__code_is_per_thread(void **state)
     assert_null(ret);
     assert_int_equal(tk_error_last_code(), TK_EIO);
     assert_string_equal(tk_error_last(), "abi: the main thread's error");
+}
+
+/* --- the log callback --------------------------------------------------------------------- */
+
+/* A program named twice: registering the second makes the runtime warn through the log (a
+ * constructor has no caller to return an error to). */
+static tk_program_node first_def = {{"abi::twice", NULL, "first.c", 1, 0, {{0}}}, NULL};
+
+static void warn_twice(tk_program_node *second)
+{
+    tk_program_register(second);
+    tk_program_unregister(second);
+}
+
+typedef struct captured {
+    int calls;
+    tk_log_level level;
+    char msg[512];
+} captured;
+
+static void capture(tk_log_level level, const char *msg, void *user)
+{
+    captured *c = user;
+    c->calls++;
+    c->level = level;
+    snprintf(c->msg, sizeof c->msg, "%s", msg);
+}
+
+static void log__callback_gets_the_runtime_warnings(void **state)
+{
+    (void)state;
+    captured c = {0};
+    tk_program_node second = {{"abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
+    tk_program_register(&first_def);
+    tk_log_set(capture, &c);
+    warn_twice(&second);
+    tk_log_set(NULL, NULL);
+    tk_program_unregister(&first_def);
+
+    assert_int_equal(c.calls, 1);
+    assert_int_equal(c.level, TK_LOG_WARN);
+    /* one line, without the default's prefix and newline */
+    assert_string_equal(c.msg, "program 'abi::twice' is defined twice (first.c:1 and second.c:2); the first "
+                               "definition is used");
+}
+
+static void log__default_writes_one_line_to_stderr(void **state)
+{
+    (void)state;
+    char path[] = TK_TEST_TMPDIR "/abi_stderr_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    tk_program_node second = {{"abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
+    tk_program_register(&first_def);
+
+    /* a callback, then back to the default: stderr again */
+    captured c = {0};
+    tk_log_set(capture, &c);
+    tk_log_set(NULL, NULL);
+    fflush(stderr);
+    int saved = dup(2);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(fd, 2), 2);
+    warn_twice(&second);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    tk_program_unregister(&first_def);
+
+    char text[1024] = "";
+    FILE *f = fdopen(fd, "r");
+    assert_non_null(f);
+    rewind(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    unlink(path);
+    assert_int_equal(c.calls, 0);
+    assert_string_equal(text, "tkexport: program 'abi::twice' is defined twice (first.c:1 and second.c:2); the "
+                              "first definition is used\n");
+}
+
+enum { LOG_THREADS = 4, LOG_ROUNDS = 200 };
+static atomic_int calls_a, calls_b;
+
+static void count_a(tk_log_level level, const char *msg, void *user)
+{
+    (void)level, (void)msg;
+    if (user == &calls_a)
+        atomic_fetch_add(&calls_a, 1);
+}
+
+static void count_b(tk_log_level level, const char *msg, void *user)
+{
+    (void)level, (void)msg;
+    if (user == &calls_b)
+        atomic_fetch_add(&calls_b, 1);
+}
+
+static void *warn_rounds(void *arg)
+{
+    tk_program_node *second = arg;
+    for (int i = 0; i < LOG_ROUNDS; i++)
+        warn_twice(second);
+    return NULL;
+}
+
+static void log__set_while_other_threads_log(void **state)
+{
+    (void)state;
+    tk_program_node seconds[LOG_THREADS];
+    pthread_t threads[LOG_THREADS];
+    atomic_store(&calls_a, 0);
+    atomic_store(&calls_b, 0);
+    tk_program_register(&first_def);
+    tk_log_set(count_a, &calls_a);
+    for (int i = 0; i < LOG_THREADS; i++) {
+        seconds[i] = (tk_program_node){{"abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
+        assert_int_equal(pthread_create(&threads[i], NULL, warn_rounds, &seconds[i]), 0);
+    }
+    /* every message reaches one of the two, with the user pointer that was set with it */
+    for (int i = 0; i < 2000; i++) {
+        if (i % 2)
+            tk_log_set(count_a, &calls_a);
+        else
+            tk_log_set(count_b, &calls_b);
+    }
+    for (int i = 0; i < LOG_THREADS; i++)
+        pthread_join(threads[i], NULL);
+    tk_log_set(NULL, NULL);
+    tk_program_unregister(&first_def);
+    assert_int_equal(atomic_load(&calls_a) + atomic_load(&calls_b), LOG_THREADS * LOG_ROUNDS);
 }
 
 /* --- tk/safetensors.h --------------------------------------------------------------------- */
@@ -180,6 +316,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(error__code_beside_the_message_of_a_null_return),
         cmocka_unit_test(error__code_is_per_thread),
+        cmocka_unit_test(log__callback_gets_the_runtime_warnings),
+        cmocka_unit_test(log__default_writes_one_line_to_stderr),
+        cmocka_unit_test(log__set_while_other_threads_log),
         cmocka_unit_test(safetensors__write_open_find_load),
         cmocka_unit_test(safetensors__unsupported_dtype_is_described_not_loaded),
     };
