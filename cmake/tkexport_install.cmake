@@ -7,7 +7,8 @@
 #                                      look beside the executable)
 #   lib/pkgconfig/tkrt.pc              pkg-config: cc main.c $(pkg-config --cflags --libs tkrt)
 #   lib/cmake/tkexport/                find_package(tkexport CONFIG): tkexport::tkrt,
-#                                      tkexport::tkexport and tkexport_add_package
+#                                      tkexport::tkexport, tkexport_add_package and
+#                                      tk_add_kernels
 # Included by the top CMakeLists.txt once tkrt and tkexport exist.
 include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
@@ -49,5 +50,6 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/tkexportConfig.cmake.in ${PROJECT_BINAR
 install(FILES
   ${PROJECT_BINARY_DIR}/tkexportConfig.cmake
   ${CMAKE_CURRENT_LIST_DIR}/tkexport_package.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/tkexport_kernels.cmake
   ${PROJECT_BINARY_DIR}/tkexportConfigVersion.cmake
   DESTINATION lib/cmake/tkexport)
