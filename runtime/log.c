@@ -43,8 +43,8 @@ void tk_log(tk_log_level level, const char *fmt, ...)
         msg = buf; /* out of memory: the message cut at sizeof buf - 1 bytes */
     }
 
-    /* the pair is read under the lock and called without it, so that a callback may log or call
-       tk_log_set itself */
+    /* the pair is read under the lock and called without it, so that a callback may call
+       tk_log_set */
     pthread_mutex_lock(&lock);
     tk_log_fn fn = log_fn ? log_fn : log_default;
     void *user = log_user;

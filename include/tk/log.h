@@ -15,7 +15,8 @@ typedef enum tk_log_level { TK_LOG_ERROR, TK_LOG_WARN, TK_LOG_INFO, TK_LOG_DEBUG
 
 /* A log callback: msg is one line without its newline, valid during the call only; user is what
  * was given to tk_log_set. Called on the thread that has something to say, possibly on several
- * threads at once, and never with a lock of the library held. */
+ * threads at once, and possibly while that thread holds a lock of the library (a registry's, when
+ * a constructor warns): it must not call libtkrt, tk_log_set excepted. */
 typedef void (*tk_log_fn)(tk_log_level level, const char *msg, void *user);
 
 /* Sends every later message to fn(level, msg, user). tk_log_set(NULL, NULL) restores the default,
