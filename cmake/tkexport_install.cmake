@@ -1,12 +1,14 @@
 # What `cmake --install` puts under the prefix, and the names other projects use:
-#   bin/tkexport                       the tool (finds its libtkrt through $ORIGIN/../lib)
+#   bin/tkexport                       the tool (its runtime linked in, tkrt_internal)
 #   lib/libtkrt.so*, include/tk/*.h    the runtime a deployment links, and the public headers
+#                                      (libtkrt exports what they declare and nothing else)
 #   share/tkexport/include, /shim      tkexport's own copies of its headers and the analyzer's
 #                                      CUDA shim (where exporter/compile.c and analyzer/compdb.c
 #                                      look beside the executable)
 #   lib/pkgconfig/tkrt.pc              pkg-config: cc main.c $(pkg-config --cflags --libs tkrt)
 #   lib/cmake/tkexport/                find_package(tkexport CONFIG): tkexport::tkrt,
-#                                      tkexport::tkexport and tkexport_add_package
+#                                      tkexport::tkexport, tkexport_add_package and
+#                                      tk_add_kernels
 # Included by the top CMakeLists.txt once tkrt and tkexport exist.
 include_guard(GLOBAL)
 include(CMakePackageConfigHelpers)
@@ -26,7 +28,7 @@ if(TK_SANITIZE)
 endif()
 
 target_include_directories(tkrt PUBLIC $<INSTALL_INTERFACE:include>)
-# libtkrt beside it; libclang wherever the build found it, when that is outside the system's paths
+# libclang wherever the build found it, when that is outside the system's paths
 set_target_properties(tkexport PROPERTIES INSTALL_RPATH "$ORIGIN/../lib" INSTALL_RPATH_USE_LINK_PATH ON)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tk DESTINATION include FILES_MATCHING PATTERN "*.h")
@@ -48,5 +50,6 @@ configure_file(${CMAKE_CURRENT_LIST_DIR}/tkexportConfig.cmake.in ${PROJECT_BINAR
 install(FILES
   ${PROJECT_BINARY_DIR}/tkexportConfig.cmake
   ${CMAKE_CURRENT_LIST_DIR}/tkexport_package.cmake
+  ${CMAKE_CURRENT_LIST_DIR}/tkexport_kernels.cmake
   ${PROJECT_BINARY_DIR}/tkexportConfigVersion.cmake
   DESTINATION lib/cmake/tkexport)

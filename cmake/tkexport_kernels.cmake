@@ -6,8 +6,8 @@
 # Settings (cache variables): TK_WITH_CUDA (ON when nvcc is found), TK_NVCC, TK_CUDA_ARCHS.
 include_guard(GLOBAL)
 
-# Where tk/kernel.h lives: include/ beside this file's folder (the source tree; an installed
-# copy will set it to its own include folder).
+# Where tk/kernel.h lives: include/ beside this file's folder (the source tree; for an installed
+# copy, tkexportConfig.cmake sets it to the prefix's include folder first).
 get_filename_component(TK__KERNELS_INCLUDE_DEFAULT "${CMAKE_CURRENT_LIST_DIR}/../include" ABSOLUTE)
 set(TK_KERNELS_INCLUDE_DIR "${TK__KERNELS_INCLUDE_DEFAULT}" CACHE PATH
     "folder holding tk/kernel.h, passed to nvcc")

@@ -1,9 +1,7 @@
 /* Export-mode tracing: the tk_tracer a trace context calls for every op, requirement and
  * parameter; one symbol per dynamic dimension name; guards simplified against the symbols'
  * ranges into nothing, a narrowed range, a recorded guard or a constraint error. */
-#define _GNU_SOURCE /* dladdr */
 #include <ctype.h>
-#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,15 +152,10 @@ static int record_value(tracer *t, tk_pm_value *v, const tk_tensor *x, const cha
 
 /* --- op table ------------------------------------------------------------------------------ */
 
-/* Whether def lives in libtkrt itself (a built-in op such as tk::linear). */
-static int is_builtin(const tk_op_def *def)
-{
-    Dl_info self, op;
-    void *anchor = (void *)&tk_op_find;
-    if (!dladdr(anchor, &self) || !dladdr((const void *)def, &op) || !self.dli_fname || !op.dli_fname)
-        return 0;
-    return self.dli_fbase == op.dli_fbase;
-}
+/* Whether def is one of libtkrt's own ops (kernels/), which every runtime brings: the tk::
+ * namespace is theirs (tk/ops.h). Not where def lives: in a program linked with the runtime
+ * built in (tkrt_internal), its own ops and the runtime's share one object. */
+static int is_builtin(const tk_op_def *def) { return def->name && !strncmp(def->name, "tk::", 4); }
 
 static int note_op(tracer *t, const tk_op_def *def)
 {

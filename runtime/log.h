@@ -1,10 +1,11 @@
-/* The library's only voice: messages go through the log callback (stand-in until the public
- * tk_log_set lands: they go to stderr). */
-#ifndef TK_LOG_H
-#define TK_LOG_H
+/* tk_log: how the runtime says something outside a return value. Internal to libtkrt; the
+ * callback it goes to is set with tk_log_set (tk/log.h). */
+#ifndef TK_RT_LOG_H
+#define TK_RT_LOG_H
 
-typedef enum tk_log_level { TK_LOG_ERROR, TK_LOG_WARN, TK_LOG_INFO, TK_LOG_DEBUG } tk_log_level;
+#include <tk/log.h>
 
+/* Formats one line (printf format, no final newline) and hands it to the log callback. */
 void tk_log(tk_log_level level, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <tk/program.h>
 
+#include "log.h"
 #include "map.h"
 #include "rt_internal.h"
 #include "safetensors.h"
@@ -34,9 +35,9 @@ void tk_program_register(tk_program_node *node)
     *p = node;
     if (first)
         /* constructors have no caller to return an error to */
-        fprintf(stderr, "tkexport: program '%s' is defined twice (%s:%d and %s:%d); the first definition is used\n",
-                node->def.name, first->file ? first->file : "?", first->line, node->def.file ? node->def.file : "?",
-                node->def.line);
+        tk_log(TK_LOG_WARN, "program '%s' is defined twice (%s:%d and %s:%d); the first definition is used",
+               node->def.name, first->file ? first->file : "?", first->line, node->def.file ? node->def.file : "?",
+               node->def.line);
 done:
     pthread_mutex_unlock(&programs_lock);
 }

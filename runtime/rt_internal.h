@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <tk/export.h>
 #include <tk/program.h>
 #include <tk/runtime.h>
 

@@ -1,5 +1,5 @@
 /* safetensors: the validating reader (a read-only mapping of the file, or a buffer) and the
- * deterministic writer of runtime/safetensors.h. */
+ * deterministic writer of tk/safetensors.h and runtime/safetensors.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "safetensors.h"
 
@@ -303,11 +303,33 @@ const tk_safetensors_entry *tk_safetensors_at(const tk_safetensors *st, size_t i
 
 const tk_safetensors_entry *tk_safetensors_find(const tk_safetensors *st, const char *name)
 {
-    if (!st || !name || !st->count)
-        return NULL;
-    tk_safetensors_entry key;
-    key.name = name;
-    return bsearch(&key, st->entries, st->count, sizeof(key), cmp_name);
+    const tk_safetensors_entry *e = NULL;
+    if (st && name && st->count) {
+        tk_safetensors_entry key;
+        key.name = name;
+        e = bsearch(&key, st->entries, st->count, sizeof(key), cmp_name);
+    }
+    if (!e)
+        tk_error_set(TK_ENOTFOUND, "'%s' has no tensor '%s'", st ? st->name : "", name ? name : "");
+    return e;
+}
+
+const char *tk_safetensors_entry_name(const tk_safetensors_entry *e) { return e ? e->name : ""; }
+
+int tk_safetensors_entry_info(const tk_safetensors_entry *e, tk_dtype *dtype, int *rank, int64_t *shape)
+{
+    if (!e)
+        return tk_error_set(TK_EINVAL, "tk_safetensors_entry_info: no entry");
+    if (rank)
+        *rank = e->rank;
+    if (shape)
+        memcpy(shape, e->shape, sizeof(int64_t) * (size_t)e->rank);
+    if (!e->supported)
+        return tk_error_set(TK_EUNSUPPORTED, "tensor '%s' is %s, which tkexport does not support (F32, F16, BF16, I32 "
+                                             "or I64)", e->name, e->dtype);
+    if (dtype)
+        *dtype = e->tk_dtype;
+    return 0;
 }
 
 const char *tk_safetensors_metadata(const tk_safetensors *st, const char *key)

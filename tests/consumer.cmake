@@ -1,9 +1,11 @@
 # The installed tkexport as another project sees it (cmake -P; tests/CMakeLists.txt passes the -D):
-# installs BUILD_DIR into WORK/prefix, builds a copy of examples/consumer against it with
-# find_package (the MLP packaged through tkexport_add_package, the consumer program run on the
-# CPU), checks that a second build does nothing and that touching silu.cu rebuilds the package,
-# and compiles the same main.c through pkg-config. Skipped (SKIP_REGULAR_EXPRESSION) only where
-# no nvcc can compile the MLP's kernel.
+# installs BUILD_DIR into WORK/prefix; builds copies of examples/add, sincos and mlp outside the
+# tree, each on its own against the prefix (find_package, tk_add_kernels), and runs them on the
+# CPU (example_mlp's output and weights the same as the build's); builds a copy of
+# examples/consumer against it with find_package (the MLP packaged through tkexport_add_package,
+# the consumer program run on the CPU), checks that a second build does nothing and that touching
+# silu.cu rebuilds the package, and compiles the same main.c through pkg-config. Skipped
+# (SKIP_REGULAR_EXPRESSION) only where no nvcc can compile the MLP's kernel.
 #
 #   -DBUILD_DIR -DSOURCE_DIR -DWORK -DWEIGHTS -DGENERATOR -DPKG_CONFIG -DCC -DNM
 foreach(var BUILD_DIR SOURCE_DIR WORK WEIGHTS GENERATOR PKG_CONFIG CC NM)
@@ -35,24 +37,52 @@ set(ENV{TKEXPORT_TRUSTED_KEYS} "")
 
 # 1. Install, and what the prefix must hold.
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-foreach(file bin/tkexport lib/libtkrt.so include/tk/runtime.h include/tk/op.h
+foreach(file bin/tkexport lib/libtkrt.so include/tk/runtime.h include/tk/op.h include/tk/export.h
+        include/tk/log.h include/tk/safetensors.h
         share/tkexport/include/tk/program.h share/tkexport/shim/texture_fetch_functions.h
         lib/pkgconfig/tkrt.pc lib/cmake/tkexport/tkexportConfig.cmake
         lib/cmake/tkexport/tkexportConfigVersion.cmake lib/cmake/tkexport/tkexportTargets.cmake
-        lib/cmake/tkexport/tkexport_package.cmake)
+        lib/cmake/tkexport/tkexport_package.cmake lib/cmake/tkexport/tkexport_kernels.cmake)
   if(NOT EXISTS ${prefix}/${file})
     message(FATAL_ERROR "consumer: the install has no ${file}")
   endif()
 endforeach()
 run("installed tkexport runs" ${prefix}/bin/tkexport export --help)
 
-# 2. A copy of the sources, so that touching them leaves the repository alone; configure against
-# the prefix (find_package(tkexport CONFIG) and tkexport_add_package).
-file(COPY ${SOURCE_DIR}/examples/consumer ${SOURCE_DIR}/examples/mlp DESTINATION ${src})
+# 2. A copy of the sources, so that touching them leaves the repository alone.
+file(COPY ${SOURCE_DIR}/examples/consumer ${SOURCE_DIR}/examples/mlp ${SOURCE_DIR}/examples/add
+     ${SOURCE_DIR}/examples/sincos DESTINATION ${src})
+
+# 3. The examples, each on its own against the prefix (their CMakeLists.txt: find_package and
+# tk_add_kernels; kernels for one architecture, to save time), run on the CPU. They include tk/
+# headers only, or they would not compile here.
+foreach(ex add sincos mlp)
+  run("configure examples/${ex} on its own" ${CMAKE_COMMAND} -S ${src}/${ex} -B ${WORK}/build-${ex} -G ${GENERATOR}
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_C_COMPILER=${CC} "-DCMAKE_C_FLAGS=-Wall -Wextra -Werror"
+      -DTK_CUDA_ARCHS=80)
+  run("build examples/${ex}" ${CMAKE_COMMAND} --build ${WORK}/build-${ex})
+endforeach()
+run("example_add runs" ${WORK}/build-add/example_add --device cpu -n 1000)
+run("example_sincos runs" ${WORK}/build-sincos/example_sincos --device cpu)
+run("example_mlp runs" ${WORK}/build-mlp/example_mlp --device cpu 37)
+set(copied "${out}")
+run("the build's example_mlp runs" ${BUILD_DIR}/examples/example_mlp --device cpu 37)
+if(NOT copied STREQUAL out OR NOT out MATCHES "checksum")
+  message(FATAL_ERROR "consumer: example_mlp built outside the tree printed\n${copied}\nthe build's\n${out}")
+endif()
+run("example_mlp writes weights" ${WORK}/build-mlp/example_mlp --write-weights ${WORK}/mlp.safetensors)
+file(SHA256 ${WORK}/mlp.safetensors copied)
+file(SHA256 ${WEIGHTS} built)
+if(NOT copied STREQUAL built)
+  message(FATAL_ERROR "consumer: example_mlp built outside the tree wrote other weights than ${WEIGHTS}")
+endif()
+
+# 4. examples/consumer, configured against the prefix (find_package(tkexport CONFIG) and
+# tkexport_add_package).
 run("configure examples/consumer" ${CMAKE_COMMAND} -S ${src}/consumer -B ${build} -G ${GENERATOR}
     -DCMAKE_PREFIX_PATH=${prefix} -DMLP_WEIGHTS=${WEIGHTS} -DCMAKE_C_COMPILER=${CC} -DCMAKE_C_FLAGS=-Werror)
 
-# 3. pkg-config: the flags, and main.c compiled with them.
+# 5. pkg-config: the flags, and main.c compiled with them.
 set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
 run("pkg-config tkrt" ${PKG_CONFIG} --cflags --libs tkrt)
 string(STRIP "${out}" pc_flags)
@@ -83,7 +113,7 @@ if(NOT have_nvcc)
   return()
 endif()
 
-# 4. Build: the package, then the program, which runs it on the CPU.
+# 6. Build: the package, then the program, which runs it on the CPU.
 run("build" ${CMAKE_COMMAND} --build ${build})
 if(NOT EXISTS ${build}/mlp.tkpkg)
   message(FATAL_ERROR "consumer: the build made no mlp.tkpkg:\n${out}")
@@ -99,14 +129,14 @@ if(NOT result MATCHES "program 'mlp': output 0 has 512 values, sum ")
   message(FATAL_ERROR "consumer: unexpected output:\n${result}")
 endif()
 
-# 5. Nothing touched: nothing is rebuilt.
+# 7. Nothing touched: nothing is rebuilt.
 run("second build" ${CMAKE_COMMAND} --build ${build})
 if(out MATCHES "tkexport export|tkexport compile|Building|Linking"
    OR (GENERATOR STREQUAL "Ninja" AND NOT out MATCHES "ninja: no work to do"))
   message(FATAL_ERROR "consumer: a build with nothing changed did work:\n${out}")
 endif()
 
-# 6. A kernel source touched: the package is made again, and only the package.
+# 8. A kernel source touched: the package is made again, and only the package.
 file(TIMESTAMP ${build}/mlp.tkpkg before "%s")
 execute_process(COMMAND ${CMAKE_COMMAND} -E sleep 1.1)
 file(TOUCH ${src}/mlp/silu.cu)
@@ -117,7 +147,7 @@ if(NOT out MATCHES "tkexport export" OR NOT out MATCHES "tkexport compile" OR af
   message(FATAL_ERROR "consumer: touching silu.cu did not rebuild mlp.tkpkg:\n${out}")
 endif()
 
-# 7. The pkg-config one-liner, linked and run: the same output.
+# 9. The pkg-config one-liner, linked and run: the same output.
 run("pkg-config build" sh -c "${CC} '${src}/consumer/main.c' -o '${WORK}/consumer-pc' $(${PKG_CONFIG} --cflags --libs tkrt)")
 run("pkg-config consumer runs the package" ${WORK}/consumer-pc ${build}/mlp.tkpkg)
 if(NOT out STREQUAL result)

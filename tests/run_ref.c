@@ -16,8 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <tk/half.h>
-
-#include "safetensors.h"
+#include <tk/safetensors.h>
 
 enum { IN = 128, HIDDEN = 64, OUT = 128 };
 
@@ -88,16 +87,20 @@ done:
 static float *weight(const tk_safetensors *st, const char *name, size_t n)
 {
     const tk_safetensors_entry *e = tk_safetensors_find(st, name);
-    if (!e || strcmp(e->dtype, "BF16") || (e->end - e->begin) != 2 * n) {
+    tk_dtype dtype;
+    tk_tensor *t = NULL;
+    float *w = NULL;
+    if (!e || tk_safetensors_entry_info(e, &dtype, NULL, NULL) || dtype != TK_BF16 ||
+        tk_safetensors_load(&t, NULL, (tk_device){TK_DEVICE_CPU, 0}, st, e) || (size_t)tk_numel(t) != n) {
         fprintf(stderr, "run_ref: no bf16 tensor '%s' of %zu elements in the weights\n", name, n);
-        return NULL;
+        goto done;
     }
-    float *w = malloc(n * sizeof *w);
-    for (size_t i = 0; w && i < n; i++) {
-        uint16_t h;
-        memcpy(&h, (const char *)e->data + 2 * i, 2);
-        w[i] = tk_bf16_to_f32(h);
-    }
+    const uint16_t *h = tk_tensor_data(t);
+    if ((w = malloc(n * sizeof *w)))
+        for (size_t i = 0; i < n; i++)
+            w[i] = tk_bf16_to_f32(h[i]);
+done:
+    tk_tensor_free(t);
     return w;
 }
 

@@ -7,7 +7,7 @@
  *   example_mlp --write-weights FILE.safetensors
  *
  * The second form writes the same parameters, under the model's state_dict names (model.c), as
- * safetensors through the runtime's writer: the build makes mlp.safetensors with it.
+ * safetensors through tk/safetensors.h's writer: the build makes mlp.safetensors with it.
  *
  * Exit status: 0 done, 1 failed or the GPU and CPU disagree, 2 usage, 77 the requested GPU is not
  * there. */
@@ -19,9 +19,7 @@
 #include <tk/op.h>
 #include <tk/ops.h>
 #include <tk/runtime.h>
-
-/* The runtime's safetensors writer (internal to libtkrt, which exports it), for --write-weights. */
-#include "../../runtime/safetensors.h"
+#include <tk/safetensors.h>
 
 enum { IN = 128, HIDDEN = 64, OUT = 128, MAX_BATCH = 1024 };
 

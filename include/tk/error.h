@@ -2,9 +2,12 @@
 #ifndef TK_ERROR_H
 #define TK_ERROR_H
 
+#include <tk/export.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+TK_API_BEGIN
 
 /* Library functions return 0 or one of these negative codes; the message that goes with the
  * failure is in tk_error_last() of the failing thread. */
@@ -23,17 +26,23 @@ typedef enum tk_error_code {
  * valid until the next tk_error_set on this thread. */
 const char *tk_error_last(void);
 
-/* Records a one-line message (printf format) as this thread's last error and returns code, so
- * that a failing function can say `return tk_error_set(TK_EINVAL, "...", ...);`. */
+/* The code (a tk_error_code) of the last failure on this thread, 0 when there was none: what a
+ * function that returns a pointer (tk_call, tk_add...) failed with when it returned NULL. A call
+ * that succeeds leaves the code and the message as they were; tk_error_clear resets both. */
+int tk_error_last_code(void);
+
+/* Records a one-line message (printf format) and code as this thread's last error and returns
+ * code, so that a failing function can say `return tk_error_set(TK_EINVAL, "...", ...);`. */
 int tk_error_set(int code, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 
-/* Clears this thread's last error. */
+/* Clears this thread's last error: message "" and code 0. */
 void tk_error_clear(void);
 
+TK_API_END
 #ifdef __cplusplus
 }
 #endif

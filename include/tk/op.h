@@ -7,10 +7,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tk/error.h>
+#include <tk/export.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+TK_API_BEGIN
 
 /* Element types. The short names are fixed: users and tests rely on them. */
 typedef enum tk_dtype { TK_F32, TK_F16, TK_BF16, TK_I32, TK_I64 } tk_dtype;
@@ -407,6 +409,7 @@ const int *tk_tune(tk_ctx *ctx, const tk_kernel *kernel, int64_t key);
 /* The bucket of a key: the smallest b with key <= 2^b (0 for key <= 1). */
 int tk_tune_bucket(int64_t key);
 
+TK_API_END
 #ifdef __cplusplus
 }
 #endif

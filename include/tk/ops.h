@@ -6,10 +6,12 @@
 #define TK_OPS_H
 
 #include <tk/op.h>
+#include <tk/export.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+TK_API_BEGIN
 
 /* Elementwise, on f32, f16 or bf16; the two inputs of add and mul have the same dtype and
  * shape (no broadcasting). Math is done in float; 16-bit results are rounded to nearest even. */
@@ -36,6 +38,7 @@ tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 #define tk_gelu(ctx, x) tk_call((ctx), "tk::gelu", (x))
 #define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
 
+TK_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -6,10 +6,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tk/op.h>
+#include <tk/export.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+TK_API_BEGIN
 
 #define TK_PROGRAM_MAX_INPUTS 16
 #define TK_PROGRAM_MAX_OUTPUTS 16
@@ -106,6 +108,7 @@ int tk_ctx_set_weights(tk_ctx *ctx, const char *safetensors_path);
  * On failure nothing is left in out and what the body made is freed. */
 int tk_program_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_tensor **out, int *nout);
 
+TK_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -7,11 +7,13 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <tk/error.h>
+#include <tk/export.h>
 #include <tk/op.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+TK_API_BEGIN
 
 #define TK_MAX_DIMS 8
 
@@ -188,6 +190,7 @@ typedef struct tk_node_profile {
 } tk_node_profile;
 size_t tk_session_profile(const tk_session *s, const tk_node_profile **nodes);
 
+TK_API_END
 #ifdef __cplusplus
 }
 #endif
