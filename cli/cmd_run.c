@@ -27,7 +27,8 @@ static const tk_cli_option options[] = {
     {{"output-dir", required_argument, NULL, 'o'}, "DIR", "write each output as DIR/<name>.npy (DIR is created)"},
     {{"bench", required_argument, NULL, 'b'}, "N", "time N calls (run + sync, inputs on the device) after the warm-up"},
     {{"warmup", required_argument, NULL, 'w'}, "N", "untimed calls before --bench's (default 100)"},
-    {{"profile", no_argument, NULL, 'p'}, NULL, "one more run with per-op times: op, us, % of total, % of peak"},
+    {{"profile", no_argument, NULL, 'p'}, NULL,
+     "one more run with per-op times: device (kernel) us, % of total, host (dispatch) us, % of peak"},
     {{"seed", required_argument, NULL, 's'}, "S", "the seed of random: inputs (default 0)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
 };
@@ -422,14 +423,19 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
             if (strstr(gpu, peaks[i].name_part))
                 pk = &peaks[i];
     tk_error_clear();
-    double total = 0;
-    for (size_t i = 0; i < n; i++)
+    double total = 0, host_total = 0;
+    int have_host = 0, gpu_dev = dev.kind == TK_DEVICE_CUDA;
+    for (size_t i = 0; i < n; i++) {
         total += nodes[i].time_us;
+        host_total += nodes[i].host_us;
+        have_host |= nodes[i].host_us > 0;
+    }
     printf("profile on %s%s%s%s: %zu nodes\n", devname, gpu[0] ? " (" : "", gpu, gpu[0] ? ")" : "", n);
-    printf("  %-4s %-28s %10s %8s  %s\n", "node", "op", "time us", "% total", "achieved");
+    printf("  %-4s %-28s %10s %8s %10s  %s\n", "node", "op", gpu_dev ? "gpu us" : "time us", "% total", "host us",
+           "achieved");
     for (size_t i = 0; i < n; i++) {
         const tk_node_profile *p = &nodes[i];
-        char ach[160] = "";
+        char ach[160] = "", host[32] = "-";
         double sec = p->time_us * 1e-6;
         if (sec > 0 && (p->flops > 0 || p->bytes > 0)) {
             size_t at = 0;
@@ -443,10 +449,21 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
             if (p->bytes > 0 && pk)
                 snprintf(ach + at, sizeof ach - at, " (%.1f%% of %.0f)", 100.0 * p->bytes / sec * 1e-9 / pk->gbps, pk->gbps);
         }
-        printf("  %-4zu %-28s %10.2f %7.1f%%  %s\n", i, p->op ? p->op : "?", p->time_us,
-               total > 0 ? 100.0 * p->time_us / total : 0.0, ach);
+        if (have_host)
+            snprintf(host, sizeof host, "%.2f", p->host_us);
+        printf("  %-4zu %-28s %10.2f %7.1f%% %10s  %s\n", i, p->op ? p->op : "?", p->time_us,
+               total > 0 ? 100.0 * p->time_us / total : 0.0, host, ach);
     }
-    printf("  %-4s %-28s %10.2f %7.1f%%\n", "", "total", total, total > 0 ? 100.0 : 0.0);
+    char host[32] = "-";
+    if (have_host)
+        snprintf(host, sizeof host, "%.2f", host_total);
+    printf("  %-4s %-28s %10.2f %7.1f%% %10s\n", "", "total", total, total > 0 ? 100.0 : 0.0, host);
+    if (gpu_dev)
+        printf("  (gpu us: the node's work on the stream, between events; host us: the wall time the host spent "
+               "dispatching it%s)\n", have_host ? "" : ", not reported by this libtkrt");
+    else
+        printf("  (time us: the node's wall time; host us: the same, measured around its dispatch%s)\n",
+               have_host ? "" : ", not reported by this libtkrt");
     if (dev.kind == TK_DEVICE_CPU)
         printf("  (on the CPU: no peak figures; achieved rates only)\n");
     else if (!pk)
