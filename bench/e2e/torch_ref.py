@@ -55,6 +55,21 @@ def parse_args(argv):
 # --- the model --------------------------------------------------------------------------------
 
 
+def load_state(torch, weights_path):
+    """{name: CPU tensor} of a .safetensors file (BF16, F16 or F32), read by hand."""
+    dtypes = {"BF16": (torch.int16, torch.bfloat16), "F16": (torch.int16, torch.float16), "F32": (torch.float32, None)}
+    state = {}
+    for name, (dtype, shape, raw) in npy_io.read_safetensors(weights_path).items():
+        if dtype not in dtypes:
+            raise SystemExit("torch_ref.py: %s: tensor %s has dtype %s (expected BF16, F16 or F32)" % (weights_path, name, dtype))
+        load_as, view_as = dtypes[dtype]
+        t = torch.frombuffer(bytearray(raw), dtype=load_as)
+        if view_as is not None:
+            t = t.view(view_as)
+        state[name] = t.reshape(shape).clone()
+    return state
+
+
 def build_model(torch, weights_path):
     """The MLP with the state_dict names of examples/mlp/model.c, on cuda in bf16."""
     nn = torch.nn
@@ -69,18 +84,8 @@ def build_model(torch, weights_path):
         def forward(self, x):
             return self.linear2(self.act(self.linear1(x)))
 
-    dtypes = {"BF16": (torch.int16, torch.bfloat16), "F16": (torch.int16, torch.float16), "F32": (torch.float32, None)}
-    state = {}
-    for name, (dtype, shape, raw) in npy_io.read_safetensors(weights_path).items():
-        if dtype not in dtypes:
-            raise SystemExit("torch_ref.py: %s: tensor %s has dtype %s (expected BF16, F16 or F32)" % (weights_path, name, dtype))
-        load_as, view_as = dtypes[dtype]
-        t = torch.frombuffer(bytearray(raw), dtype=load_as)
-        if view_as is not None:
-            t = t.view(view_as)
-        state[name] = t.reshape(shape).clone()
     model = MLP()
-    model.load_state_dict(state, strict=True)
+    model.load_state_dict(load_state(torch, weights_path), strict=True)
     return model.to(device="cuda", dtype=torch.bfloat16).eval()
 
 
