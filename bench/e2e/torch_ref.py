@@ -157,6 +157,11 @@ def run_worker(args, phase, package):
     return res, "ok"
 
 
+def failure_text(e):
+    """An exception as one short line: its type and the first line of its message."""
+    return "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+
+
 def first_output(y):
     """The tensor of a single-output call (AOTInductor's runner may return a list)."""
     return y[0] if isinstance(y, (list, tuple)) else y
@@ -190,7 +195,7 @@ def aoti_worker(args, torch, batches):
                     result["errors"][str(b)] = compare(torch, first_output(runner(x)), model(x))
                     result["latency_us"][str(b)] = time_calls(torch, lambda: runner(x), args.iters, args.warmup)
                 except Exception as e:
-                    msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+                    msg = failure_text(e)
                     result["latency_us"][str(b)] = "failed (%s)" % msg
                 print("torch_ref.py: aoti batch %d: %s" % (b, result["latency_us"][str(b)]), file=sys.stderr)
     with open(args.json, "w") as f:
@@ -259,7 +264,7 @@ def main(argv):
                     res["latency_us"][name][str(b)] = time_calls(torch, lambda: fn_of_x(x), args.iters, args.warmup, before)
                     res.setdefault("first_call_s", {}).setdefault(name, {})[str(b)] = first
                 except Exception as e:  # a compile failure is a result, not the end of the run
-                    msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+                    msg = failure_text(e)
                     res["latency_us"][name][str(b)] = "failed (%s)" % msg
                     res["notes"].append("%s batch %d: %s" % (name, b, msg))
                 print("torch_ref.py: %s batch %d: %s" % (name, b, res["latency_us"][name][str(b)]), file=sys.stderr)

@@ -226,7 +226,7 @@ def main(argv):
                 say("%s: first call %.0f us; new shapes: first median %.1f us, again %.1f us"
                     % (mode, first_fixed, stats(t1).get("median_us", 0), stats(t2).get("median_us", 0)))
             except Exception as e:  # a failure is a result, not the end of the run
-                msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+                msg = torch_ref.failure_text(e)
                 res["first_calls"][mode] = "failed (%s)" % msg
                 res["notes"].append("%s first calls: %s" % (mode, msg))
                 say("%s first calls failed: %s" % (mode, msg))
@@ -252,7 +252,7 @@ def main(argv):
                     say("%s %s: median %.1f us, p99 %.1f us, mean %.1f us" % (
                         mode, kind, row["stats"]["median_us"], row["stats"]["p99_us"], row["stats"]["mean_us"]))
                 except Exception as e:
-                    msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+                    msg = torch_ref.failure_text(e)
                     row["failed"] = msg
                     res["notes"].append("%s %s: %s" % (mode, kind, msg))
                     say("%s %s failed: %s" % (mode, kind, msg))
