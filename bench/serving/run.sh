@@ -21,7 +21,9 @@
 # THREADS ("1 2 4 8"), STREAMS (fixed,cycle,uniform), ARCH (sm_90), PYTHON (python3), TORCH_CALLS
 # ($CALLS), TORCH_MODES (eager,compile,reduce-overhead), SKIP_TORCH=1, BIG_GIB (8; 0 leaves the
 # large-weights part out), KEEP_BIG=1 (keep big.tkpkg), DROP_CACHES=1, TKPROG_DIR, EXPORT_ONLY=1 (write
-# OUTDIR/mlp.tkprog and OUTDIR/tokmlp.tkprog and stop: what the GPU machine needs in TKPROG_DIR).
+# OUTDIR/mlp.tkprog and OUTDIR/tokmlp.tkprog and stop: what the GPU machine needs in TKPROG_DIR),
+# PARTS (default "serving cli torch big": steps b to e to run; calls with other PARTS into the
+# same OUTDIR add to it, for machines that limit how long one command runs).
 # Exit status: 0 done, 1 a step failed, 2 usage.
 set -euo pipefail
 
@@ -49,6 +51,7 @@ python=${PYTHON:-python3}
 torch_calls=${TORCH_CALLS:-$calls}
 torch_modes=${TORCH_MODES:-eager,compile,reduce-overhead}
 big_gib=${BIG_GIB:-8}
+parts=" ${PARTS:-serving cli torch big} "
 
 say() { echo "run.sh: $*" >&2; }
 now() { date +%s.%N; }
@@ -96,7 +99,7 @@ fi
 } >"$out/machine.txt"
 cat "$out/machine.txt" >&2
 
-printf 'step\tseconds\n' >"$out/build.tsv"
+[ -f "$out/build.tsv" ] || printf 'step\tseconds\n' >"$out/build.tsv"
 for m in mlp tokmlp; do
     t0=$(now)
     "$tk" compile "$out/$m.tkprog" -o "$out/$m.tkpkg" --arch "$arch" --cache-dir "$out/aoti-cache"
@@ -107,6 +110,7 @@ done
 # b. bench_serving: first calls (the default, then a heuristic query per new size), then the streams
 status=0
 for m in mlp tokmlp; do
+    [[ $parts == *" serving "* ]] || break
     say "bench_serving $m"
     "$serving" "$out/$m.tkpkg" --device "$device" --streams "$streams" --threads "$(echo $threads | tr ' ' ',')" \
         --calls "$calls" --warmup "$warmup" --first "$first" --label tkexport \
@@ -117,6 +121,7 @@ done
 
 # c. the CLI over the same streams (fixed is --input's shape there: left out)
 for m in mlp tokmlp; do
+    [[ $parts == *" cli "* ]] || break
     for s in $(echo "$streams" | tr ',' ' '); do
         [ "$s" != fixed ] || continue
         "$tk" run "$out/$m.tkpkg" --device "$device" --shapes $s --bench "$calls" --warmup "$warmup" \
@@ -125,8 +130,8 @@ for m in mlp tokmlp; do
 done
 
 # d. PyTorch, the same streams: a failure (no torch, no GPU) leaves its columns empty
-if [ "${SKIP_TORCH:-0}" = 1 ]; then
-    say "SKIP_TORCH=1: PyTorch left out"
+if [ "${SKIP_TORCH:-0}" = 1 ] || [[ $parts != *" torch "* ]]; then
+    say "PyTorch left out (SKIP_TORCH=1, or no 'torch' in PARTS)"
 else
     for m in mlp tokmlp; do
         say "torch_serving.py $m"
@@ -137,7 +142,7 @@ else
 fi
 
 # e. large weights: the package made and compiled here (several GiB: nothing is carried), opened
-if awk -v g="$big_gib" 'BEGIN { exit !(g > 0) }'; then
+if [[ $parts == *" big "* ]] && awk -v g="$big_gib" 'BEGIN { exit !(g > 0) }'; then
     say "large weights: about $big_gib GiB"
     t0=$(now)
     "$python" "$here/weights.py" bigprog --gib "$big_gib" "$out/big.tkprog"
