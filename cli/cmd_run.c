@@ -1,6 +1,7 @@
 /* tkexport run: open a .tkpkg, feed it inputs from .npy files (or deterministic random ones), run
  * it on the CPU or a GPU through a session, write its outputs as .npy, and optionally time it
- * (--bench) or show where the time goes per op (--profile). */
+ * (--bench, on one shape or a stream of them: --shapes) or show where the time goes per op
+ * (--profile). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <getopt.h>
@@ -16,6 +17,7 @@
 #include "fsutil.h"
 #include "npy.h"
 #include "options.h"
+#include "shape_stream.h"
 #include <tk/error.h>
 #include <tk/half.h>
 #include <tk/runtime.h>
@@ -27,8 +29,11 @@ static const tk_cli_option options[] = {
     {{"output-dir", required_argument, NULL, 'o'}, "DIR", "write each output as DIR/<name>.npy (DIR is created)"},
     {{"bench", required_argument, NULL, 'b'}, "N", "time N calls (run + sync, inputs on the device) after the warm-up"},
     {{"warmup", required_argument, NULL, 'w'}, "N", "untimed calls before --bench's (default 100)"},
-    {{"profile", no_argument, NULL, 'p'}, NULL, "one more run with per-op times: op, us, % of total, % of peak"},
-    {{"seed", required_argument, NULL, 's'}, "S", "the seed of random: inputs (default 0)"},
+    {{"profile", no_argument, NULL, 'p'}, NULL,
+     "one more run with per-op times: device (kernel) us, % of total, host (dispatch) us, % of peak"},
+    {{"seed", required_argument, NULL, 's'}, "S", "the seed of random: inputs and of --shapes uniform (default 0)"},
+    {{"shapes", required_argument, NULL, 'S'}, "KIND",
+     "the shapes of --bench's calls: fixed (--input's; the default), cycle, uniform or file:PATH (below)"},
     {{"allow-unsigned", no_argument, NULL, 'u'}, NULL,
      "run a package that carries no signature (refused otherwise; docs/security.md)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
@@ -42,7 +47,9 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tkexport run PKG.tkpkg [--device cpu|cuda[:N]] [--input NAME=FILE.npy | NAME=random:DxD]...\n"
                "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n"
-               "                    [--allow-unsigned]\n\n"
+               "                    [--allow-unsigned]\n"
+               "       tkexport run PKG.tkpkg --shapes cycle|uniform|file:PATH --bench N [--device ...] [--warmup N]\n"
+               "                    [--profile] [--seed S] [--allow-unsigned]\n\n"
                "Opens the package (verifying its signature against the keys this machine trusts, then every\n"
                "entry's SHA-256; an unsigned package only with --allow-unsigned), reads each of the program's inputs by its\n"
                "name from a .npy file (float32 or float16 files convert to f32, f16 or bf16, rounding to nearest\n"
@@ -52,7 +59,17 @@ static void help(FILE *f)
                "DIR/out0.npy... (f16 and bf16 as float32, exactly). `tkexport inspect PKG` lists the inputs.\n"
                "--bench N times N calls of run + sync after --warmup calls, with the inputs already on the device,\n"
                "and prints the median, p10, p90, p99 and min in microseconds, calls/s and samples/s (samples: dim\n"
-               "0 of the first input). --profile runs once more with per-op times.\n\n"
+               "0 of the first input). --profile runs once more, eagerly, with each node's device (kernel) time\n"
+               "and the host's time dispatching it.\n\n"
+               "--shapes times a stream of shapes instead, as a server sees them; the inputs are then made by the\n"
+               "command (random values, no --input) with every dynamic dim a symbol of the program:\n"
+               "  cycle        8 sizes per symbol, from its min to its max spaced geometrically, in turn\n"
+               "  uniform      each symbol drawn uniformly in its range for every call (--seed)\n"
+               "  file:PATH    one call a line, cycled: NAME=VALUE for each symbol (e.g. 'batch=16 seq=128';\n"
+               "               '#' starts a comment), to replay the sizes a service really gets\n"
+               "Every call is timed (run + sync, inputs already on the device); besides the statistics above it\n"
+               "reports the mean and, apart, the calls whose shape was new to the session (they plan, and on a\n"
+               "GPU may capture a CUDA graph) and those that repeat one.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "diobwpsh");
     fprintf(f, "\nexit status: 0 done, 1 the run failed (an unreadable package or .npy, an input outside the\n"
@@ -145,14 +162,6 @@ typedef struct input_arg {
     int used;
 } input_arg;
 
-static uint64_t splitmix64(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* "4x128" into shape (rank at most TK_MAX_DIMS, each dim a whole number); -1 when malformed. */
 static int parse_dims(const char *text, int64_t *shape, int *rank)
 {
@@ -181,24 +190,9 @@ static int random_input(tk_tensor **out, const tk_io_info *io, int rank, const i
 {
     const tk_device cpu = {TK_DEVICE_CPU, 0};
     int rc = tk_tensor_new(out, NULL, cpu, io->dtype, rank, shape);
-    if (rc)
-        return rc;
-    uint64_t s = seed;
-    for (const char *c = io->name; *c; c++) /* FNV-1a of the name */
-        s = (s ^ (unsigned char)*c) * 0x100000001b3ull;
-    void *d = tk_tensor_data(*out);
-    for (int64_t i = 0; i < tk_numel(*out); i++) {
-        uint64_t r = splitmix64(&s);
-        float f = (float)(r >> 40) * (1.0f / 8388608.0f) - 1.0f; /* 24 bits: exact in float */
-        switch (io->dtype) {
-        case TK_F32: ((float *)d)[i] = f; break;
-        case TK_F16: ((uint16_t *)d)[i] = tk_f32_to_f16(f); break;
-        case TK_BF16: ((uint16_t *)d)[i] = tk_f32_to_bf16(f); break;
-        case TK_I32: ((int32_t *)d)[i] = (int32_t)(r >> 60); break;
-        case TK_I64: ((int64_t *)d)[i] = (int64_t)(r >> 60); break;
-        }
-    }
-    return 0;
+    if (!rc)
+        shape_fill_random(*out, io->name, seed);
+    return rc;
 }
 
 /* Matches the --input arguments with the program's inputs: every input given once, no unknown
@@ -344,17 +338,18 @@ static int report_outputs(tk_session *s, const tk_package *pkg, tk_tensor **outs
 
 /* --- bench and profile ---------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b)
+/* The lines bench/e2e/run.sh reads (median, p10, p90, p99, min, calls/s, samples/s), and the mean. */
+static void print_stats(const call_stats *st, double samples)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The p-th percentile of n sorted values, nearest rank. */
-static double percentile(const double *v, int n, double p)
-{
-    int k = (int)ceil(p / 100.0 * n) - 1;
-    return v[k < 0 ? 0 : k >= n ? n - 1 : k];
+    printf("  median    %10.2f us\n", st->median);
+    printf("  p10       %10.2f us\n", st->p10);
+    printf("  p90       %10.2f us\n", st->p90);
+    printf("  p99       %10.2f us\n", st->p99);
+    printf("  min       %10.2f us\n", st->min);
+    printf("  mean      %10.2f us\n", st->mean);
+    printf("  calls/s   %10.0f   (1 / mean)\n", st->calls_per_s);
+    printf("  samples/s %10.0f   (samples / time: dim 0 of the first input per call)\n",
+           st->mean > 0 ? samples / (st->mean * (double)st->n) * 1e6 : 0.0);
 }
 
 static int run_sync(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout)
@@ -372,26 +367,17 @@ static int bench(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **ou
         return tk_error_set(TK_ENOMEM, "out of memory");
     for (int i = 0; i < warmup && !rc; i++)
         rc = run_sync(s, in, nin, out, nout);
-    double total = 0;
     for (int i = 0; i < n && !rc; i++) {
         double t0 = now_us();
         rc = run_sync(s, in, nin, out, nout);
         t[i] = now_us() - t0;
-        total += t[i];
     }
     if (!rc) {
-        qsort(t, (size_t)n, sizeof *t, cmp_double);
-        double mean = total / n;
+        call_stats st;
+        call_stats_compute(t, (size_t)n, &st);
         printf("bench on %s, batch %lld: %d calls (run + sync, inputs on the device) after %d warm-up\n", devname,
                (long long)batch, n, warmup);
-        printf("  median    %10.2f us\n", percentile(t, n, 50));
-        printf("  p10       %10.2f us\n", percentile(t, n, 10));
-        printf("  p90       %10.2f us\n", percentile(t, n, 90));
-        printf("  p99       %10.2f us\n", percentile(t, n, 99));
-        printf("  min       %10.2f us\n", t[0]);
-        printf("  mean      %10.2f us\n", mean);
-        printf("  calls/s   %10.0f   (1 / mean)\n", 1e6 / mean);
-        printf("  samples/s %10.0f   (batch / mean)\n", 1e6 / mean * (double)batch);
+        print_stats(&st, (double)batch * (double)n);
     }
     free(t);
     return rc;
@@ -426,14 +412,19 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
             if (strstr(gpu, peaks[i].name_part))
                 pk = &peaks[i];
     tk_error_clear();
-    double total = 0;
-    for (size_t i = 0; i < n; i++)
+    double total = 0, host_total = 0;
+    int have_host = 0, gpu_dev = dev.kind == TK_DEVICE_CUDA;
+    for (size_t i = 0; i < n; i++) {
         total += nodes[i].time_us;
+        host_total += nodes[i].host_us;
+        have_host |= nodes[i].host_us > 0;
+    }
     printf("profile on %s%s%s%s: %zu nodes\n", devname, gpu[0] ? " (" : "", gpu, gpu[0] ? ")" : "", n);
-    printf("  %-4s %-28s %10s %8s  %s\n", "node", "op", "time us", "% total", "achieved");
+    printf("  %-4s %-28s %10s %8s %10s  %s\n", "node", "op", gpu_dev ? "gpu us" : "time us", "% total", "host us",
+           "achieved");
     for (size_t i = 0; i < n; i++) {
         const tk_node_profile *p = &nodes[i];
-        char ach[160] = "";
+        char ach[160] = "", host[32] = "-";
         double sec = p->time_us * 1e-6;
         if (sec > 0 && (p->flops > 0 || p->bytes > 0)) {
             size_t at = 0;
@@ -447,10 +438,21 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
             if (p->bytes > 0 && pk)
                 snprintf(ach + at, sizeof ach - at, " (%.1f%% of %.0f)", 100.0 * p->bytes / sec * 1e-9 / pk->gbps, pk->gbps);
         }
-        printf("  %-4zu %-28s %10.2f %7.1f%%  %s\n", i, p->op ? p->op : "?", p->time_us,
-               total > 0 ? 100.0 * p->time_us / total : 0.0, ach);
+        if (have_host)
+            snprintf(host, sizeof host, "%.2f", p->host_us);
+        printf("  %-4zu %-28s %10.2f %7.1f%% %10s  %s\n", i, p->op ? p->op : "?", p->time_us,
+               total > 0 ? 100.0 * p->time_us / total : 0.0, host, ach);
     }
-    printf("  %-4s %-28s %10.2f %7.1f%%\n", "", "total", total, total > 0 ? 100.0 : 0.0);
+    char host[32] = "-";
+    if (have_host)
+        snprintf(host, sizeof host, "%.2f", host_total);
+    printf("  %-4s %-28s %10.2f %7.1f%% %10s\n", "", "total", total, total > 0 ? 100.0 : 0.0, host);
+    if (gpu_dev)
+        printf("  (gpu us: the node's work on the stream, between events; host us: the wall time the host spent "
+               "dispatching it%s)\n", have_host ? "" : ", not reported by this libtkrt");
+    else
+        printf("  (time us: the node's wall time; host us: the same, measured around its dispatch%s)\n",
+               have_host ? "" : ", not reported by this libtkrt");
     if (dev.kind == TK_DEVICE_CPU)
         printf("  (on the CPU: no peak figures; achieved rates only)\n");
     else if (!pk)
@@ -459,6 +461,154 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
         printf("  (peaks of '%s': %.0f TFLOP/s dense bf16, %.0f GB/s; profiling turns CUDA graph replay off)\n",
                pk->name_part, pk->tflops, pk->gbps);
     return 0;
+}
+
+/* --- streams of shapes (--shapes) ------------------------------------------------------- */
+
+/* Percentiles of the calls whose flag is `which` (new shapes, or repeats), on one line. */
+static void print_subset(const char *label, const double *t, const unsigned char *is_new, size_t n, int which)
+{
+    size_t k = 0;
+    double *sub = malloc((n + 1) * sizeof *sub);
+    if (!sub)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (is_new[i] == which)
+            sub[k++] = t[i];
+    call_stats st;
+    call_stats_compute(sub, k, &st);
+    if (k)
+        printf("  %-13s %6zu calls: median %.2f us, p90 %.2f us, p99 %.2f us, max %.2f us\n", label, k, st.median, st.p90,
+               st.p99, st.max);
+    else
+        printf("  %-13s %6zu calls\n", label, k);
+    free(sub);
+}
+
+/* --bench N over the stream: warm-up calls from the stream too, then N timed ones, each a new
+ * draw; the inputs are views over buffers already on the device. */
+static int bench_stream(tk_session *s, const tk_package *pkg, shape_stream *st, const shape_buffers *bufs, int n,
+                        int warmup, uint64_t seed, const char *label, const char *devname)
+{
+    size_t nin = bufs->nin, nout = bufs->nout;
+    tk_tensor **in = calloc(nin + 1, sizeof *in), **out = calloc(nout + 1, sizeof *out);
+    double *t = malloc(sizeof(double) * (size_t)n), samples = 0;
+    unsigned char *is_new = malloc((size_t)n + 1);
+    int64_t values[SHAPES_MAX_SYMS];
+    int rc = 0;
+    if (!in || !out || !t || !is_new) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < warmup + n && !rc; i++) {
+        shape_stream_next(st, values);
+        int first = shape_stream_first_time(st, values);
+        if (first < 0) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+            break;
+        }
+        if ((rc = shape_buffers_bind(bufs, st, pkg, values, in, out)))
+            break;
+        double t0 = now_us();
+        rc = run_sync(s, in, nin, out, nout);
+        double dt = now_us() - t0;
+        if (i >= warmup) {
+            t[i - warmup] = dt;
+            is_new[i - warmup] = (unsigned char)first;
+            samples += nin && tk_tensor_rank(in[0]) > 0 ? (double)tk_tensor_dim(in[0], 0) : 1.0;
+        }
+        shape_buffers_unbind(bufs, in, out);
+    }
+    if (!rc) {
+        char what[512];
+        call_stats all;
+        shape_stream_describe(st, what, sizeof what);
+        printf("bench on %s, shapes %s over %s: %d calls (run + sync, inputs on the device) after %d warm-up, "
+               "seed %llu\n", devname, label, what, n, warmup, (unsigned long long)seed);
+        /* the subsets first: call_stats_compute sorts t */
+        double *sorted = malloc(sizeof(double) * (size_t)n);
+        if (!sorted) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+            goto done;
+        }
+        memcpy(sorted, t, sizeof(double) * (size_t)n);
+        call_stats_compute(sorted, (size_t)n, &all);
+        free(sorted);
+        print_stats(&all, samples);
+        print_subset("new shapes", t, is_new, (size_t)n, 1);
+        print_subset("repeat shapes", t, is_new, (size_t)n, 0);
+    }
+done:
+    free(in);
+    free(out);
+    free(t);
+    free(is_new);
+    return rc;
+}
+
+/* tkexport run PKG --shapes KIND --bench N: the session, the buffers, the stream, and --profile on
+ * the stream's first shape. Returns the exit status. */
+static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape_stream_kind kind, const char *label,
+                      const char *list_path, int nbench, int warmup, uint64_t seed, int do_profile, double t_open)
+{
+    shape_stream st;
+    shape_buffers bufs = {0};
+    tk_session *s = NULL;
+    char *list = NULL, err[600];
+    size_t len;
+    int rc = TK_EXIT_USAGE, e;
+    if (list_path && tk_file_read(&list, &len, list_path, (size_t)64 << 20)) {
+        fprintf(stderr, "tkexport run: --shapes file:%s: %s\n", list_path, tk_error_last());
+        return TK_EXIT_USAGE;
+    }
+    if (shape_stream_init(&st, pkg, kind, list, seed, err, sizeof err)) {
+        fprintf(stderr, "tkexport run: --shapes %s: %s\n", label, err);
+        free(list);
+        return TK_EXIT_USAGE;
+    }
+    free(list);
+    double t_session = now_us();
+    if ((e = tk_session_new(&s, pkg, dev))) {
+        rc = fail(e);
+        goto done;
+    }
+    t_session = now_us() - t_session;
+    if ((e = shape_buffers_init(&bufs, &st, pkg, s, seed))) {
+        rc = fail(e);
+        goto done;
+    }
+    printf("package opened in %.2f ms (digests verified, host object loaded); session on %s in %.2f ms "
+           "(context, weights uploaded)\n", t_open / 1000.0, devname, t_session / 1000.0);
+    if ((e = bench_stream(s, pkg, &st, &bufs, nbench, warmup, seed, label, devname))) {
+        rc = fail(e);
+        goto done;
+    }
+    if (do_profile) {
+        tk_tensor **in = calloc(bufs.nin + 1, sizeof *in), **out = calloc(bufs.nout + 1, sizeof *out);
+        int64_t values[SHAPES_MAX_SYMS];
+        st.next = 0;
+        shape_stream_next(&st, values);
+        e = !in || !out ? tk_error_set(TK_ENOMEM, "out of memory") : shape_buffers_bind(&bufs, &st, pkg, values, in, out);
+        if (!e) {
+            char what[256];
+            shape_stream_format(&st, values, what, sizeof what);
+            printf("profile of %s:\n", what);
+            e = profile(s, in, bufs.nin, out, bufs.nout, dev, devname);
+            shape_buffers_unbind(&bufs, in, out);
+        }
+        free(in);
+        free(out);
+        if (e) {
+            rc = fail(e);
+            goto done;
+        }
+    }
+    rc = fflush(stdout) == 0 ? TK_EXIT_OK : TK_EXIT_FINDINGS;
+done:
+    shape_buffers_release(&bufs);
+    tk_session_free(s);
+    shape_stream_release(&st);
+    return rc;
 }
 
 /* --- the command ---------------------------------------------------------------------------- */
@@ -470,6 +620,8 @@ int cmd_run(int argc, char **argv)
     const char *device = NULL, *outdir = NULL;
     int nbench = 0, warmup = DEFAULT_WARMUP, do_profile = 0, c, err, rc = TK_EXIT_USAGE, nargs = 0;
     tk_package_options popts = TK_PACKAGE_OPTIONS_INIT;
+    shape_stream_kind shapes = SHAPES_FIXED;
+    const char *shapes_arg = "fixed", *shapes_file = NULL;
     uint64_t seed = 0;
     input_arg *args = calloc((size_t)argc + 1, sizeof *args);
     int *which = NULL;
@@ -480,7 +632,7 @@ int cmd_run(int argc, char **argv)
     if (!args)
         return TK_EXIT_INTERNAL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:S:h", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'i': {
@@ -513,9 +665,26 @@ int cmd_run(int argc, char **argv)
             }
             break;
         }
+        case 'S':
+            if (shape_stream_parse(&shapes, &shapes_file, optarg)) {
+                fprintf(stderr, "tkexport run: --shapes '%s': expected fixed, cycle, uniform or file:PATH\n", optarg);
+                goto done;
+            }
+            shapes_arg = optarg;
+            break;
         case 'h': help(stdout); rc = TK_EXIT_OK; goto done;
         default:
             fprintf(stderr, "tkexport run: see 'tkexport run --help'\n");
+            goto done;
+        }
+    }
+    if (shapes != SHAPES_FIXED) {
+        const char *why = !nbench ? "needs --bench N, the number of calls to time"
+                          : nargs ? "makes every input itself (random values, dims set per call): leave out --input"
+                          : outdir ? "runs many shapes: --output-dir, which writes one run's outputs, does not go with it"
+                                   : NULL;
+        if (why) {
+            fprintf(stderr, "tkexport run: --shapes %s %s\n", shapes_arg, why);
             goto done;
         }
     }
@@ -569,6 +738,11 @@ int cmd_run(int argc, char **argv)
     outs = calloc(nout + 1, sizeof *outs);
     if (!which || !host_in || !dev_in || !outs) {
         rc = TK_EXIT_INTERNAL;
+        goto done;
+    }
+    if (shapes != SHAPES_FIXED) {
+        printf("%s: program '%s' on %s%s\n", path, tk_package_program(pkg), devname, why);
+        rc = run_stream(pkg, dev, devname, shapes, shapes_arg, shapes_file, nbench, warmup, seed, do_profile, t_open);
         goto done;
     }
     if (match_inputs(args, nargs, pkg, path, which))

@@ -1,14 +1,17 @@
 /* tk::linear, PyTorch's nn.Linear: y = x W^T + b on cuBLASLt (f32 accumulation, the bias added
  * by the matmul's epilogue) for f32, f16 and bf16, and its CPU reference. */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/ops.h>
 #include <tk/runtime.h>
 
 #include "cublaslt.h"
+#include "lt_cache.h"
 #include "ref.h"
 #include "rt_internal.h"
 #include "strbuf.h"
@@ -64,31 +67,38 @@ static int linear_check_kinds(tk_tensor *const *in)
 }
 
 /* The shape rule with tk_sym dims: constants that disagree are refused here with the shapes in
- * the message; anything symbolic (tracing) becomes a requirement. */
+ * the message; anything symbolic (tracing) becomes a requirement. Eagerly every dim is a constant
+ * and the requirements would all hold after the checks above them, so they are not stated: the
+ * per-call path formats no text. */
 static int linear_check_dims(tk_ctx *ctx, tk_tensor *const *in)
 {
     const tk_tensor *x = in[0], *w = in[1], *b = in[2];
     char sx[160], sw[160], sb[160], what[64];
     int err, rank = tk_tensor_rank(x);
     tk_sym K = tk_tensor_sym(x, -1), wK = tk_tensor_sym(w, 1), N = tk_tensor_sym(w, 0), bN = tk_tensor_sym(b, 0);
+    int constant = tk_sym_is_const(K) && tk_sym_is_const(wK) && tk_sym_is_const(N) && tk_sym_is_const(bN);
     if (tk_sym_is_const(K) && tk_sym_is_const(wK) && K.value != wK.value) {
         format_shape(sw, sizeof sw, w);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s but x has %lld features", sw, (long long)K.value);
     }
-    snprintf(what, sizeof what, "x dim %d == weight dim 1", rank - 1);
-    if ((err = tk_require_eq(ctx, K, wK, what)))
-        return err;
+    if (!constant) {
+        snprintf(what, sizeof what, "x dim %d == weight dim 1", rank - 1);
+        if ((err = tk_require_eq(ctx, K, wK, what)))
+            return err;
+    }
     if (tk_sym_is_const(N) && tk_sym_is_const(bN) && N.value != bN.value) {
         format_shape(sb, sizeof sb, b);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': bias is %s but weight has %lld output features (expected [%lld])",
                             sb, (long long)N.value, (long long)N.value);
     }
-    if ((err = tk_require_eq(ctx, bN, N, "bias dim 0 == weight dim 0")))
+    if (!constant && (err = tk_require_eq(ctx, bN, N, "bias dim 0 == weight dim 0")))
         return err;
     if (tk_sym_is_const(K) && K.value == 0) {
         format_shape(sx, sizeof sx, x);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': x is %s, with no features", sx);
     }
+    if (constant)
+        return 0;
     snprintf(what, sizeof what, "x dim %d >= 1", rank - 1);
     return tk_require_range(ctx, K, 1, INT64_MAX, what);
 }
@@ -211,6 +221,28 @@ static int linear_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
  * "TN" layout, the one every cuBLASLt kernel family supports. */
 
 #ifdef TK_HAVE_CUDA_HEADERS
+/* --- plans -------------------------------------------------------------------------------
+ * What a call needs besides its pointers is a plan: the matrix layouts and the algorithm, which
+ * depend on (M, N, K), the dtype, the epilogue, the operands' alignments and the workspace
+ * available. Plans live in the device's cache (kernels/lt_cache.c), so a shape seen before
+ * creates no descriptor and asks no heuristic: the call is a lookup, the bias pointer set on the
+ * context's own descriptor when it changed, and cublasLtMatmul.
+ *
+ * A shape never seen before still needs its layouts (three small host objects) and an algorithm.
+ * The algorithm comes from the size's power-of-two bucket of M (2^(b-1) < M <= 2^b): the
+ * heuristic is asked once per bucket, at M = 2^b, and for another M of the bucket that algorithm
+ * is checked with cublasLtMatmulAlgoCheck against the real layouts (it reports whether the
+ * algorithm runs this problem and how much workspace it needs, which must fit). Only a refusal
+ * asks the heuristic for that M itself. This is valid because an algorithm descriptor
+ * (cublasLtMatmulAlgo_t: algorithm id, tile, stages, split-K, swizzle...) holds no problem size:
+ * any algorithm that passes the check computes any problem it is checked for, and only its speed
+ * may differ from the heuristic's own choice for that M, within a factor-2 band of rows where the
+ * best tile rarely changes (the reasoning of the autotuner's buckets, docs/autotune.md). It also
+ * makes the algorithm, hence the rounding, the same for every M of a bucket whatever order the
+ * sizes come in. TK_CUBLASLT_EXACT=1 asks the heuristic for every new M instead. */
+
+enum { PLAN_EXACT = 1, PLAN_BUCKET = 2 }; /* tk_lt_key.kind */
+
 /* The largest power of two up to 256 that divides the address: what we may promise cuBLASLt
  * (it assumes 256 unless told, and may pick a kernel that needs that). */
 static uint32_t ptr_alignment(const void *p)
@@ -222,95 +254,266 @@ static uint32_t ptr_alignment(const void *p)
     return al;
 }
 
+static int64_t log2_of(uint32_t v)
+{
+    int64_t l = 0;
+    while (v > 1)
+        v >>= 1, l++;
+    return l;
+}
+
+/* The top of M's bucket: the smallest power of two >= M. */
+static int64_t bucket_top(int64_t m)
+{
+    int64_t t = 1;
+    while (t < m && t < ((int64_t)1 << 62))
+        t <<= 1;
+    return t;
+}
+
 #define LT_CHECK(call)                                                                        \
     do {                                                                                      \
         cublasStatus_t lt__s = (call);                                                        \
         if (lt__s != CUBLAS_STATUS_SUCCESS) {                                                 \
             rc = tk_error_set(TK_EDEVICE, "op 'tk::linear': %s failed at %s:%d: %s (%d)", #call, \
-                              __FILE__, __LINE__, lt->GetStatusString(lt__s), (int)lt__s);    \
+                              __FILE__, __LINE__, api->GetStatusString(lt__s), (int)lt__s);   \
             goto done;                                                                        \
         }                                                                                     \
     } while (0)
+
+/* What one call multiplies, for plans and messages. */
+typedef struct lt_problem {
+    tk_dtype dtype;
+    cudaDataType_t type;
+    int64_t M, K, N;
+    uint32_t align_a, align_b, align_d; /* weight, x, y */
+    uint32_t epilogue;
+    tk_lt_key key;                      /* kind PLAN_EXACT, m = M */
+} lt_problem;
+
+/* The context's matmul descriptor for the problem's dtype and epilogue (made on first need:
+ * f32 accumulation and f32 alpha/beta for every dtype, CUBLAS_COMPUTE_32F never using TF32),
+ * with bias as its bias pointer. */
+static int get_desc(const tk_cublaslt_ref *lt, const lt_problem *pb, const void *bias, cublasLtMatmulDesc_t *out)
+{
+    const tk_cublaslt *api = lt->api;
+    tk_lt_ctx *local = lt->local;
+    int rc = 0, slot = (pb->dtype == TK_F32 ? 0 : pb->dtype == TK_F16 ? 1 : 2) * 2 + (bias != NULL);
+    cublasLtMatmulDesc_t desc = local->desc[slot];
+    if (!desc) {
+        int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N, bias_type = (int32_t)pb->type;
+        uint32_t epilogue = pb->epilogue;
+        LT_CHECK(api->MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
+        LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
+        LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        if (bias)
+            LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                 sizeof bias_type));
+        local->desc[slot] = desc;
+        local->desc_bias[slot] = NULL;
+    }
+    if (bias && local->desc_bias[slot] != bias) {
+        LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        local->desc_bias[slot] = bias;
+    }
+    *out = desc;
+done:
+    if (rc && desc && desc != local->desc[slot])
+        api->MatmulDescDestroy(desc);
+    return rc;
+}
+
+/* The layouts of the product with m rows of x (see the mapping above). */
+static int make_layouts(const tk_cublaslt *api, const lt_problem *pb, int64_t m, tk_lt_plan *p)
+{
+    int rc = 0;
+    LT_CHECK(api->MatrixLayoutCreate(&p->a, pb->type, (uint64_t)pb->K, (uint64_t)pb->N, pb->K));
+    LT_CHECK(api->MatrixLayoutCreate(&p->b, pb->type, (uint64_t)pb->K, (uint64_t)m, pb->K));
+    LT_CHECK(api->MatrixLayoutCreate(&p->d, pb->type, (uint64_t)pb->N, (uint64_t)m, pb->N));
+done:
+    return rc;
+}
+
+/* The heuristic's first choice for the product the layouts of p describe (m rows), into p->heur. */
+static int query(const tk_cublaslt_ref *lt, cublasLtMatmulDesc_t desc, const lt_problem *pb, int64_t m, tk_lt_plan *p)
+{
+    const tk_cublaslt *api = lt->api;
+    cublasLtMatmulPreference_t pref = NULL;
+    uint64_t workspace = (uint64_t)pb->key.workspace;
+    int rc = 0, found = 0;
+    LT_CHECK(api->MatmulPreferenceCreate(&pref));
+    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+                                               sizeof workspace));
+    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &pb->align_a,
+                                               sizeof pb->align_a));
+    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &pb->align_b,
+                                               sizeof pb->align_b));
+    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &pb->align_d,
+                                               sizeof pb->align_d));
+    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &pb->align_d,
+                                               sizeof pb->align_d));
+    atomic_fetch_add_explicit(&lt->counters->heuristics, 1, memory_order_relaxed);
+    cublasStatus_t hs = api->MatmulAlgoGetHeuristic(lt->handle, desc, p->a, p->b, p->d, p->d, pref, 1, &p->heur,
+                                                    &found);
+    if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
+        rc = tk_error_set(TK_EUNSUPPORTED,
+                          "op 'tk::linear': cuBLASLt has no algorithm for %s x [%lld, %lld] by weight [%lld, %lld]"
+                          " (alignment x %u, weight %u, y %u bytes): %s",
+                          tk_dtype_name(pb->dtype), (long long)m, (long long)pb->K, (long long)pb->N,
+                          (long long)pb->K, (unsigned)pb->align_b, (unsigned)pb->align_a, (unsigned)pb->align_d,
+                          hs != CUBLAS_STATUS_SUCCESS ? api->GetStatusString(hs) : "no result");
+done:
+    if (pref)
+        api->MatmulPreferenceDestroy(pref);
+    return rc;
+}
+
+/* The algorithm of M's bucket (asked of the heuristic at the bucket's top the first time, and
+ * kept in the cache as a plan without layouts) into *heur. */
+static int bucket_algo(const tk_cublaslt_ref *lt, cublasLtMatmulDesc_t desc, const lt_problem *pb,
+                       cublasLtMatmulHeuristicResult_t *heur)
+{
+    tk_lt_key key = pb->key;
+    key.kind = PLAN_BUCKET;
+    key.m = bucket_top(pb->M);
+    tk_lt_entry *e = tk_lt_cache_get(lt->plans, &key);
+    if (e) {
+        *heur = ((const tk_lt_plan *)tk_lt_entry_value(e))->heur;
+        tk_lt_cache_release(lt->plans, e);
+        return 0;
+    }
+    tk_lt_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    int rc = make_layouts(lt->api, pb, key.m, p);
+    if (!rc)
+        rc = query(lt, desc, pb, key.m, p);
+    *heur = p->heur;
+    tk_lt_plan_free_layouts(p);
+    if (!rc && tk_lt_cache_add(lt->plans, &key, p, &e) == 0) {
+        tk_lt_cache_release(lt->plans, e);
+    } else {
+        free(p); /* uncached: a result is still good for this call */
+        if (!rc)
+            tk_error_clear();
+    }
+    return rc;
+}
+
+/* A new plan for the problem (layouts for M rows and an algorithm), made without the cache's lock:
+ * two threads may make the same one, and the cache keeps the first. */
+static int make_plan(const tk_cublaslt_ref *lt, cublasLtMatmulDesc_t desc, const lt_problem *pb, tk_lt_plan **out)
+{
+    const tk_cublaslt *api = lt->api;
+    int rc;
+    tk_lt_plan *p = calloc(1, sizeof *p);
+    *out = NULL;
+    if (!p)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    if ((rc = make_layouts(api, pb, pb->M, p)))
+        goto done;
+    const char *exact = getenv("TK_CUBLASLT_EXACT");
+    int reused = 0;
+    cublasLtMatmulHeuristicResult_t heur, checked;
+    if (bucket_top(pb->M) != pb->M && !(exact && !strcmp(exact, "1"))) {
+        if (bucket_algo(lt, desc, pb, &heur) == 0) {
+            atomic_fetch_add_explicit(&lt->counters->checks, 1, memory_order_relaxed);
+            memset(&checked, 0, sizeof checked);
+            cublasStatus_t st = api->MatmulAlgoCheck(lt->handle, desc, p->a, p->b, p->d, p->d, &heur.algo, &checked);
+            reused = st == CUBLAS_STATUS_SUCCESS && checked.workspaceSize <= (size_t)pb->key.workspace;
+        } else {
+            tk_error_clear(); /* the heuristic has nothing at the bucket's top: ask for M itself */
+        }
+    }
+    if (reused) {
+        p->heur = heur;
+        p->heur.workspaceSize = checked.workspaceSize;
+        atomic_fetch_add_explicit(&lt->counters->reuses, 1, memory_order_relaxed);
+    }
+    if (!reused && (rc = query(lt, desc, pb, pb->M, p)))
+        goto done;
+    if (!reused && bucket_top(pb->M) == pb->M) {
+        /* M is its bucket's top: this is the bucket's algorithm too */
+        tk_lt_key key = pb->key;
+        tk_lt_entry *e;
+        tk_lt_plan *bp = calloc(1, sizeof *bp);
+        key.kind = PLAN_BUCKET;
+        if (bp) {
+            bp->heur = p->heur;
+            if (tk_lt_cache_add(lt->plans, &key, bp, &e)) {
+                free(bp);
+                tk_error_clear();
+            } else {
+                tk_lt_cache_release(lt->plans, e);
+            }
+        }
+    }
+done:
+    if (rc)
+        tk_lt_plan_free(p, NULL);
+    else
+        *out = p;
+    return rc;
+}
 
 static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K,
                            int64_t N)
 {
     int rc;
-
-    const tk_cublaslt *lt = NULL;
-    void *handle = NULL;
-    rc = tk_cublaslt_get(ctx, &lt, &handle);
-    if (rc)
+    tk_cublaslt_ref lt;
+    if ((rc = tk_cublaslt_get(ctx, &lt)))
         return rc;
-
-    cublasLtMatmulDesc_t desc = NULL;
-    cublasLtMatrixLayout_t a_layout = NULL, b_layout = NULL, d_layout = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
+    const tk_cublaslt *api = lt.api;
     tk_tensor *bias_copy = NULL;
+    tk_lt_entry *entry = NULL;
+    tk_lt_plan *plan = NULL, *uncached = NULL;
     const void *x = tk_tensor_data(in[0]), *w = tk_tensor_data(in[1]), *bias = tk_tensor_data(in[2]);
     void *y = tk_tensor_data(out[0]);
-    tk_dtype dtype = tk_tensor_dtype(in[0]);
+    lt_problem pb;
+    pb.dtype = tk_tensor_dtype(in[0]);
     /* The bias epilogue reads the bias in vectors, and no preference tells cuBLASLt otherwise
      * (Marian NMT's cuBLASLt code found it needs 8 to 16 bytes): a bias that is not 16-byte
      * aligned, only possible in a wrapped tensor, is copied (N elements) to a fresh allocation. */
     if (ptr_alignment(bias) < 16) {
-        if ((rc = tk_tensor_new(&bias_copy, ctx, tk_ctx_device(ctx), dtype, 1, &N)) ||
+        if ((rc = tk_tensor_new(&bias_copy, ctx, tk_ctx_device(ctx), pb.dtype, 1, &N)) ||
             (rc = tk_tensor_copy(ctx, bias_copy, in[2])))
             goto done;
         bias = tk_tensor_data(bias_copy);
     }
-    cudaDataType_t type = dtype == TK_F32 ? CUDA_R_32F : dtype == TK_F16 ? CUDA_R_16F : CUDA_R_16BF;
-    int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N, bias_type = (int32_t)type;
-    uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    /* No workspace: a context has no buffer to lend, and one shared between contexts would race
-     * between their streams. cuBLASLt then picks among the kernels that need none. */
-    uint64_t workspace = 0;
-    uint32_t align_a = ptr_alignment(w), align_b = ptr_alignment(x), align_d = ptr_alignment(y);
-    float alpha = 1.0f, beta = 0.0f;
+    pb.type = pb.dtype == TK_F32 ? CUDA_R_32F : pb.dtype == TK_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    pb.M = M, pb.K = K, pb.N = N;
+    pb.align_a = ptr_alignment(w), pb.align_b = ptr_alignment(x), pb.align_d = ptr_alignment(y);
+    pb.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    pb.key = (tk_lt_key){.kind = PLAN_EXACT, .m = M, .n = N, .k = K, .dtype = pb.dtype, .epilogue = pb.epilogue,
+                         .align = log2_of(pb.align_a) | log2_of(pb.align_b) << 8 | log2_of(pb.align_d) << 16,
+                         .workspace = (int64_t)lt.local->workspace_size};
 
-    /* f32 accumulation and f32 alpha/beta for every dtype (CUBLAS_COMPUTE_32F never uses TF32) */
-    LT_CHECK(lt->MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    LT_CHECK(lt->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
-    LT_CHECK(lt->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof trans_b));
-    LT_CHECK(lt->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-    LT_CHECK(lt->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    LT_CHECK(lt->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type, sizeof bias_type));
-    LT_CHECK(lt->MatrixLayoutCreate(&a_layout, type, (uint64_t)K, (uint64_t)N, K));
-    LT_CHECK(lt->MatrixLayoutCreate(&b_layout, type, (uint64_t)K, (uint64_t)M, K));
-    LT_CHECK(lt->MatrixLayoutCreate(&d_layout, type, (uint64_t)N, (uint64_t)M, N));
-    LT_CHECK(lt->MatmulPreferenceCreate(&pref));
-    LT_CHECK(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof workspace));
-    LT_CHECK(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &align_a, sizeof align_a));
-    LT_CHECK(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &align_b, sizeof align_b));
-    LT_CHECK(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_d, sizeof align_d));
-    LT_CHECK(lt->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_d, sizeof align_d));
-
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    cublasStatus_t hs = lt->MatmulAlgoGetHeuristic((cublasLtHandle_t)handle, desc, a_layout, b_layout, d_layout,
-                                                   d_layout, pref, 1, &heur, &found);
-    if (hs != CUBLAS_STATUS_SUCCESS || found == 0) {
-        rc = tk_error_set(TK_EUNSUPPORTED,
-                          "op 'tk::linear': cuBLASLt has no algorithm for %s x [%lld, %lld] by weight [%lld, %lld]"
-                          " (alignment x %u, weight %u, y %u bytes): %s",
-                          tk_dtype_name(dtype), (long long)M, (long long)K, (long long)N, (long long)K,
-                          (unsigned)align_b, (unsigned)align_a, (unsigned)align_d,
-                          hs != CUBLAS_STATUS_SUCCESS ? lt->GetStatusString(hs) : "no result");
+    cublasLtMatmulDesc_t desc = NULL;
+    if ((rc = get_desc(&lt, &pb, bias, &desc)))
         goto done;
+    if ((entry = tk_lt_cache_get(lt.plans, &pb.key))) {
+        atomic_fetch_add_explicit(&lt.counters->plan_hits, 1, memory_order_relaxed);
+        plan = tk_lt_entry_value(entry);
+    } else {
+        atomic_fetch_add_explicit(&lt.counters->plan_misses, 1, memory_order_relaxed);
+        if ((rc = make_plan(&lt, desc, &pb, &plan)))
+            goto done;
+        if (tk_lt_cache_add(lt.plans, &pb.key, plan, &entry)) {
+            uncached = plan; /* no memory for the entry: this call uses the plan, then frees it */
+            tk_error_clear();
+        } else {
+            plan = tk_lt_entry_value(entry);
+        }
     }
-    LT_CHECK(lt->Matmul((cublasLtHandle_t)handle, desc, &alpha, w, a_layout, x, b_layout, &beta, y, d_layout,
-                        y, d_layout, &heur.algo, NULL, 0, (cudaStream_t)tk_cuda_stream(ctx)));
+    float alpha = 1.0f, beta = 0.0f;
+    LT_CHECK(api->Matmul(lt.handle, desc, &alpha, w, plan->a, x, plan->b, &beta, y, plan->d, y, plan->d,
+                         &plan->heur.algo, plan->heur.workspaceSize ? lt.local->workspace : NULL,
+                         plan->heur.workspaceSize ? lt.local->workspace_size : 0,
+                         (cudaStream_t)tk_cuda_stream(ctx)));
 done:
-    if (pref)
-        lt->MatmulPreferenceDestroy(pref);
-    if (d_layout)
-        lt->MatrixLayoutDestroy(d_layout);
-    if (b_layout)
-        lt->MatrixLayoutDestroy(b_layout);
-    if (a_layout)
-        lt->MatrixLayoutDestroy(a_layout);
-    if (desc)
-        lt->MatmulDescDestroy(desc);
+    tk_lt_cache_release(lt.plans, entry);
+    tk_lt_plan_free(uncached, NULL);
     if (bias_copy) {
         /* the matmul reads it: wait for the stream before the memory goes back (rare path) */
         int src = tk_ctx_sync(ctx);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #ifdef TK_HAVE_CUDA_HEADERS
+#include "cublaslt.h"
 #include "cuda_driver.h"
 
 tk_cu_api tk_cu;
@@ -233,7 +234,9 @@ void tk_cuda_ctx_release(tk_ctx *ctx)
 {
     if (!ctx || !ctx->cuda)
         return;
-    /* work still queued completes first: cuStreamDestroy releases the stream afterwards */
+    /* cuBLASLt's workspace waits for the stream; work still queued completes first:
+       cuStreamDestroy releases the stream afterwards */
+    tk_cublaslt_ctx_release(ctx);
     if (tk_cu.CtxSetCurrent(ctx->cuda->dev->pctx) == CUDA_SUCCESS)
         cuStreamDestroy(ctx->cuda->stream);
     free(ctx->cuda);

@@ -144,14 +144,16 @@ typedef struct tk_cu_device {
     tk_map kernels;        /* kernel name -> tk_cu_kernel * (launch.c) */
     unsigned fatbin_gen;   /* tk_fatbin_generation() when kernels was filled */
     void *retired;         /* kernels forgotten after an unload, kept for launches in flight */
-    /* cublaslt.c */
-    void *cublaslt;        /* cublasLtHandle_t, created on first use */
+    /* cublaslt.c: the handle and tk::linear's plan cache, made on first use and published with
+       release semantics (read without the lock) */
+    void *cublaslt;
 } tk_cu_device;
 
 struct tk_cuda_ctx {
     tk_cu_device *dev;
     CUstream stream; /* non-blocking: never waits on the legacy default stream */
     int capturing;   /* a CUDA graph capture is under way on stream (tk_cuda_alloc refuses) */
+    void *lt;        /* cublaslt.c's tk_lt_ctx: workspace and matmul descriptors, made on first use */
 };
 
 /* ctx's device, with its primary context made current on the calling thread (driver calls

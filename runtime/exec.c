@@ -1052,15 +1052,18 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
             out[o] = t[x->out[o]];
         if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n])))
             return rc;
-        if (prof && !gpu)
+        if (prof)
             t0 = now_us();
         if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, in, x->pm->nin, out, x->pm->nout)))
             return rc;
+        double host = prof ? now_us() - t0 : 0;
         if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n + 1])))
             return rc;
         if (prof) {
             prof[n].op = x->pm->op;
-            prof[n].time_us = gpu ? 0 : now_us() - t0;
+            /* the host's time dispatching the node; on a GPU the kernels' time comes from events */
+            prof[n].host_us = host;
+            prof[n].time_us = gpu ? 0 : host;
             op_cost(x->op.def, in, out, &prof[n]);
         }
     }
@@ -1222,6 +1225,7 @@ static void capture_later(tk_session *s, plan *pl)
         const size_t n = s->p->nvalues + 1;
         if (!s->cap_ctx && tk_ctx_new(&s->cap_ctx, s->ctx->device))
             goto failed;
+        s->cap_ctx->stream_owner = s->ctx;
         if ((!s->cap_views && !(s->cap_views = calloc(n, sizeof(tk_tensor)))) ||
             (!s->cap_t && !(s->cap_t = calloc(n, sizeof(tk_tensor *)))))
             goto failed;

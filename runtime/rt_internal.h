@@ -84,6 +84,9 @@ struct tk_ctx {
     /* the registry of the op being dispatched (NULL: the process registry): its kernels, tuning
      * and the ops it calls by name are resolved there */
     tk_registry *scope;
+    /* set on a context that captures graphs which another context's stream will run (the
+     * executor's capture thread): per-stream resources (cuBLASLt's workspace) are that one's */
+    tk_ctx *stream_owner;
     /* autotuning (runtime/tune.c): the configuration tk_tune chose last, which the next tk_wrap
      * of that kernel launches; and a configuration forced for every call (the tuner's runs) */
     const tk_kernel *tune_kernel;

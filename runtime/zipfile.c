@@ -224,6 +224,35 @@ int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, s
 
 static uint32_t le16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t le32(const unsigned char *p) { return le16(p) | le16(p + 2) << 16; }
+static uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
+
+/* A central directory entry's zip64 values (APPNOTE 4.5.3: the "Zip64 extended information"
+ * extra field, header 0x0001): it holds, in this order, only the fields whose 32-bit value in
+ * the entry is 0xFFFFFFFF. -1 when one is needed and missing. */
+static int zip64_fields(const unsigned char *extra, size_t xl, uint64_t *usize, uint64_t *csize, uint64_t *lho)
+{
+    for (size_t at = 0; at + 4 <= xl;) {
+        size_t id = le16(extra + at), sz = le16(extra + at + 2);
+        if (xl - at - 4 < sz)
+            return -1;
+        if (id == 0x0001) {
+            const unsigned char *f = extra + at + 4;
+            size_t k = 0;
+            uint64_t *fields[] = {usize, csize, lho};
+            for (int i = 0; i < 3; i++) {
+                if (*fields[i] != 0xffffffffu)
+                    continue;
+                if (sz - k < 8)
+                    return -1;
+                *fields[i] = le64(f + k);
+                k += 8;
+            }
+            return 0;
+        }
+        at += 4 + sz;
+    }
+    return *usize == 0xffffffffu || *csize == 0xffffffffu || *lho == 0xffffffffu ? -1 : 0;
+}
 
 int tk_zip_stored_span(tk_zip_reader *z, size_t i, const unsigned char **ptr, size_t *len)
 {
@@ -247,17 +276,32 @@ int tk_zip_stored_span(tk_zip_reader *z, size_t i, const unsigned char **ptr, si
     }
     if (eocd == SIZE_MAX)
         return TK_ENOTFOUND;
-    size_t cd = le32(d + eocd + 16), count = le16(d + eocd + 10), nl = strlen(name);
-    for (size_t e = 0; e < count; e++) {
+    uint64_t cd = le32(d + eocd + 16), count = le16(d + eocd + 10);
+    if (cd == 0xffffffffu || count == 0xffffu) {
+        /* zip64 (past 4 GiB or 65535 entries): the locator just before the record points at the
+           zip64 end of central directory record, which holds the 64-bit count and offset */
+        if (eocd < 20 || le32(d + eocd - 20) != 0x07064b50u)
+            return TK_ENOTFOUND;
+        uint64_t rec = le64(d + eocd - 20 + 8);
+        if (rec > n || n - rec < 56 || le32(d + rec) != 0x06064b50u)
+            return TK_ENOTFOUND;
+        count = le64(d + rec + 32);
+        cd = le64(d + rec + 48);
+    }
+    size_t nl = strlen(name);
+    for (uint64_t e = 0; e < count; e++) {
         if (cd > n || n - cd < 46 || le32(d + cd) != 0x02014b50u)
-            return TK_ENOTFOUND; /* zip64 or something this reader does not walk: copy instead */
-        size_t fl = le16(d + cd + 28), xl = le16(d + cd + 30), cl = le16(d + cd + 32), lho = le32(d + cd + 42);
+            return TK_ENOTFOUND;
+        size_t fl = le16(d + cd + 28), xl = le16(d + cd + 30), cl = le16(d + cd + 32);
         if (n - cd - 46 < fl + xl + cl)
             return TK_ENOTFOUND;
         if (fl == nl && !memcmp(d + cd + 46, name, nl)) {
+            uint64_t csize = le32(d + cd + 20), usize = le32(d + cd + 24), lho = le32(d + cd + 42);
+            if (zip64_fields(d + cd + 46 + fl, xl, &usize, &csize, &lho) || usize != st.size || csize != st.size)
+                return TK_ENOTFOUND;
             if (lho > n || n - lho < 30 || le32(d + lho) != 0x04034b50u)
                 return TK_ENOTFOUND;
-            size_t at = lho + 30 + le16(d + lho + 26) + le16(d + lho + 28);
+            uint64_t at = lho + 30 + le16(d + lho + 26) + le16(d + lho + 28);
             if (at > n || n - at < st.size)
                 return TK_ENOTFOUND;
             *ptr = d + at;

@@ -37,8 +37,9 @@ int tk_zip_size(tk_zip_reader *z, size_t i, uint64_t *size);
 int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, size_t *len);
 
 /* Where stored entry i's bytes lie in the archive's buffer, so that they can be used without a
- * copy; TK_ENOTFOUND (no message) for a deflated entry, or an archive this does not walk (zip64).
- * The span is what the archive says: callers verify it (a digest) before trusting it. */
+ * copy (zip64 archives, past 4 GiB, included); TK_ENOTFOUND (no message) for a deflated entry,
+ * or an archive whose records this does not find where libzip found them. The span is what the
+ * archive says: callers verify it (a digest) before trusting it. */
 int tk_zip_stored_span(tk_zip_reader *z, size_t i, const unsigned char **ptr, size_t *len);
 
 #endif

@@ -3,7 +3,7 @@
 # a .npy input that run_ref wrote by hand, and the output checked by run_ref against its own float
 # reference from the same weights; deterministic random inputs; the refusals (batch 2000, shape
 # [4, 100], missing and unknown inputs, an unsigned package without --allow-unsigned); --bench
-# and --profile.
+# and --profile; --bench over streams of shapes (--shapes).
 #   cmake -DTKEXPORT=<exe> -DRUN_REF=<exe> -DSOURCE_DIR=<repo> -DWEIGHTS=<mlp.safetensors>
 #         -DWORK=<scratch folder> -DDEVICE=cpu|cuda -P run_mlp.cmake
 # Prints "run_mlp: skipped: ..." (the test's SKIP_REGULAR_EXPRESSION) without nvcc, or without a
@@ -116,3 +116,17 @@ step(0 COMMAND ${TKEXPORT} run ${WORK}/unsigned.tkpkg --device ${DEVICE} --input
 # --bench and --profile
 step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:16x128 --bench 20 --warmup 2 --profile
   STDOUT "bench on ${DEVICE}[^\n]*batch 16: 20 calls[^\n]*2 warm-up\n  median +[0-9.]+ us\n  p10 +[0-9.]+ us\n  p90 +[0-9.]+ us\n  p99 +[0-9.]+ us\n  min +[0-9.]+ us\n.*calls/s +[0-9]+.*samples/s +[0-9]+.*profile on ${DEVICE}[^\n]*: 3 nodes\n.*tk::linear.*custom_ops::silu.*tk::linear.*total")
+
+# --bench over streams of shapes: uniform (new shapes and repeats reported apart), cycle (8 sizes:
+# 16 calls are 8 new and 8 repeats) with --profile on its first size, a file of sizes, and a file
+# with a size outside the range (a usage error naming the line)
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 20 --warmup 2 --shapes uniform --seed 3
+  STDOUT "bench on ${DEVICE}[^\n]*, shapes uniform over batch in \\[1, 1024\\]: 20 calls \\(run \\+ sync[^\n]*2 warm-up, seed 3\n  median +[0-9.]+ us\n  p10 +[0-9.]+ us\n  p90 +[0-9.]+ us\n  p99 +[0-9.]+ us\n  min +[0-9.]+ us\n  mean +[0-9.]+ us\n  calls/s +[0-9]+[^\n]*\n  samples/s +[0-9]+[^\n]*\n  new shapes +[0-9]+ calls: median [0-9.]+ us, p90 [0-9.]+ us, p99 [0-9.]+ us, max [0-9.]+ us\n  repeat shapes +[0-9]+ calls")
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 16 --warmup 0 --shapes cycle --profile
+  STDOUT "shapes cycle over batch in \\[1, 1024\\]: 16 calls.*\n  new shapes +8 calls: median [^\n]*\n  repeat shapes +8 calls: median [^\n]*\nprofile of batch=1:\nprofile on ${DEVICE}[^\n]*: 3 nodes\n.*tk::linear.*custom_ops::silu.*tk::linear.*total")
+file(WRITE ${WORK}/sizes.txt "# sizes a service saw\nbatch=3\nbatch=1024; batch=77;batch=3\n")
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --warmup 0 --shapes file:${WORK}/sizes.txt
+  STDOUT "shapes file:[^\n]*sizes.txt over batch in \\[1, 1024\\]: 8 calls.*\n  new shapes +3 calls: [^\n]*\n  repeat shapes +5 calls")
+file(WRITE ${WORK}/bad_sizes.txt "batch=3\nbatch=2000\n")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --shapes file:${WORK}/bad_sizes.txt
+  STDERR "^tkexport run: --shapes file:[^\n]*bad_sizes.txt: line 2: batch=2000 is outside \\[1, 1024\\]\n$")

@@ -1,8 +1,9 @@
 /* The built-in kernels on a GPU (CTest label `gpu`): every elementwise op in every dtype, and
  * tk::linear on cuBLASLt, against their CPU references (the same ops run on a CPU context) on
  * fresh random inputs, at sizes on and off the 16-byte vector width, with the GPU output
- * poisoned (all bits set: NaN in every float format) before each run. Exits 77 (skipped) where
- * there is no CUDA driver. */
+ * poisoned (all bits set: NaN in every float format) before each run; tk::linear's plan cache
+ * over a stream of sizes and from several threads. Exits 77 (skipped) where there is no CUDA
+ * driver. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <setjmp.h>
@@ -19,9 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
+
+#include "cublaslt.h" /* tk_linear_stats_get */
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 static const tk_device GPU = {TK_DEVICE_CUDA, 0};
@@ -243,9 +248,35 @@ static void gpu__unaligned_tensors_match_the_reference(void **state)
 
 /* --- tk::linear ---------------------------------------------------------------------------- */
 
-/* y = x W^T + b on cuBLASLt against the CPU reference. Both accumulate in float, in different
- * orders: |gpu - cpu| <= 2 K u S + rtol |ref| per element, with u = 2^-24 and S = sum_k |x w| +
- * |b| (the classic dot-product bound, so the tolerance grows with K), rtol the output format's. */
+/* got (y of x [M, K] = hin[0], weight hin[1], bias hin[2]) against the CPU reference ref. Both
+ * accumulate in float, in different orders: |gpu - cpu| <= 2 K u S + rtol |ref| per element, with
+ * u = 2^-24 and S = sum_k |x w| + |b| (the classic dot-product bound, so the tolerance grows with
+ * K), rtol the output format's. */
+static void assert_linear_close(const char *what, tk_tensor *const *hin, const tk_tensor *ref, const tk_tensor *got,
+                                int64_t M, int64_t K, int64_t N)
+{
+    tk_dtype dtype = tk_tensor_dtype(ref);
+    const double u = ldexp(1.0, -24), rtol = rtol_of(dtype);
+    double max_err = 0.0;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++) {
+            double s = fabs(value_at(hin[2], n));
+            for (int64_t k = 0; k < K; k++)
+                s += fabs(value_at(hin[0], m * K + k) * value_at(hin[1], n * K + k));
+            double g = value_at(got, m * N + n), r = value_at(ref, m * N + n), err = fabs(g - r);
+            double tol = 2.0 * (double)K * u * s + rtol * fabs(r) + atol_of(dtype);
+            if (!(err <= tol))
+                fail_msg("%s: y[%lld, %lld] is %.9g, the reference %.9g (error %.3g > %.3g)", what, (long long)m,
+                         (long long)n, g, r, err, tol);
+            if (err > max_err)
+                max_err = err;
+        }
+    }
+    print_message("%s: max abs error %.3g\n", what, max_err);
+}
+
+/* y = x W^T + b on cuBLASLt against the CPU reference (assert_linear_close), on fresh random
+ * operands; with offset, each operand `offset` elements into a larger allocation. */
 static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *xshape, int64_t N, int offset)
 {
     char what[160];
@@ -285,23 +316,7 @@ static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *
 
     snprintf(what, sizeof what, "tk::linear %s M=%lld K=%lld N=%lld%s", tk_dtype_name(dtype), (long long)M,
              (long long)K, (long long)N, offset ? " (unaligned)" : "");
-    const double u = ldexp(1.0, -24), rtol = rtol_of(dtype);
-    double max_err = 0.0;
-    for (int64_t m = 0; m < M; m++) {
-        for (int64_t n = 0; n < N; n++) {
-            double s = fabs(value_at(hin[2], n));
-            for (int64_t k = 0; k < K; k++)
-                s += fabs(value_at(hin[0], m * K + k) * value_at(hin[1], n * K + k));
-            double g = value_at(got, m * N + n), r = value_at(ref[0], m * N + n), err = fabs(g - r);
-            double tol = 2.0 * (double)K * u * s + rtol * fabs(r) + atol_of(dtype);
-            if (!(err <= tol))
-                fail_msg("%s: y[%lld, %lld] is %.9g, the reference %.9g (error %.3g > %.3g)", what, (long long)m,
-                         (long long)n, g, r, err, tol);
-            if (err > max_err)
-                max_err = err;
-        }
-    }
-    print_message("%s: max abs error %.3g\n", what, max_err);
+    assert_linear_close(what, hin, ref[0], got, M, K, N);
     tk_tensor_free(got);
     tk_tensor_free(ref[0]);
     for (int i = 0; i < 3; i++) {
@@ -346,6 +361,145 @@ static void gpu__linear_with_unaligned_tensors_matches_the_reference(void **stat
         check_linear(*state, DTYPES[d], 2, xshape, 40, 1);
 }
 
+/* --- tk::linear's plan cache -------------------------------------------------------------- */
+
+static tk_linear_stats stats_of(fixture *f)
+{
+    tk_linear_stats st;
+    tk_assert_ok(tk_linear_stats_get(f->gpu, &st));
+    return st;
+}
+
+/* A serving stream: the MLP's first layer (bf16, K = 128, N = 64) over many batch sizes in
+ * [1, 1024] in random order, each new one and each repeat against the reference; then plain
+ * counts on a shape no other test uses (N = 72): a repeat is a hit with no heuristic query, and a
+ * new M of a known bucket costs one cublasLtMatmulAlgoCheck, not a query, when the check passes. */
+static void gpu__linear_over_a_stream_of_sizes_matches_and_caches_plans(void **state)
+{
+    fixture *f = *state;
+    uint32_t s = 2024u;
+    for (int i = 0; i < 48; i++) {
+        s = s * 1664525u + 1013904223u;
+        int64_t M = i % 4 == 3 ? 1 + (int64_t)(i * 7) % 1024 : 1 + (int64_t)(s >> 8) % 1024;
+        const int64_t xshape[2] = {M, 128};
+        check_linear(f, TK_BF16, 2, xshape, 64, 0);
+        if (i % 8 == 7) /* the same size again, through the cached plan */
+            check_linear(f, TK_BF16, 2, xshape, 64, 0);
+    }
+
+    const int64_t x300[2] = {300, 96}, x301[2] = {301, 96};
+    tk_linear_stats s0 = stats_of(f);
+    check_linear(f, TK_BF16, 2, x300, 72, 0);
+    tk_linear_stats s1 = stats_of(f);
+    print_message("M=300: %llu heuristic queries, %llu checks, %llu reused; %zu plans of %zu\n",
+                  s1.heuristics - s0.heuristics, s1.checks - s0.checks, s1.reuses - s0.reuses, s1.entries,
+                  s1.capacity);
+    assert_int_equal(s1.plan_misses, s0.plan_misses + 1);
+    assert_int_equal(s1.plan_hits, s0.plan_hits);
+    /* the bucket's algorithm asked at M = 512, then checked for 300 (and asked for 300 itself only
+     * when the check refuses it) */
+    assert_true(s1.heuristics - s0.heuristics >= 1 && s1.heuristics - s0.heuristics <= 2);
+    assert_int_equal(s1.checks, s0.checks + 1);
+
+    check_linear(f, TK_BF16, 2, x300, 72, 0);
+    tk_linear_stats s2 = stats_of(f);
+    assert_int_equal(s2.plan_hits, s1.plan_hits + 1);
+    assert_int_equal(s2.plan_misses, s1.plan_misses);
+    assert_int_equal(s2.heuristics, s1.heuristics);
+    assert_int_equal(s2.checks, s1.checks);
+
+    check_linear(f, TK_BF16, 2, x301, 72, 0);
+    tk_linear_stats s3 = stats_of(f);
+    assert_int_equal(s3.plan_misses, s2.plan_misses + 1);
+    assert_int_equal(s3.checks, s2.checks + 1);
+    assert_int_equal(s3.heuristics - s2.heuristics, s3.reuses > s2.reuses ? 0 : 1);
+    assert_true(s3.entries <= s3.capacity);
+}
+
+/* Threads, each with its own context, run tk::linear over their own sizes on shared weights at
+ * once (one plan cache, a descriptor per context); every output against the reference after. */
+enum { LT_THREADS = 4, LT_CALLS = 24 };
+
+typedef struct lt_worker {
+    tk_ctx *ctx;
+    tk_tensor *x[LT_CALLS], *y[LT_CALLS];
+    tk_tensor *w, *b;
+    int rc;
+    char err[512];
+} lt_worker;
+
+static void *lt_work(void *arg)
+{
+    lt_worker *w = arg;
+    for (int i = 0; i < LT_CALLS && !w->rc; i++) {
+        tk_tensor *in[3] = {w->x[i], w->w, w->b};
+        w->rc = tk_op_run(w->ctx, "tk::linear", in, 3, &w->y[i], 1);
+    }
+    if (!w->rc)
+        w->rc = tk_ctx_sync(w->ctx);
+    if (w->rc)
+        snprintf(w->err, sizeof w->err, "%s", tk_error_last());
+    return NULL;
+}
+
+static void gpu__linear_from_threads_matches_the_reference(void **state)
+{
+    fixture *f = *state;
+    const int64_t K = 128, N = 64, wshape[2] = {N, K};
+    tk_tensor *hw = host(TK_BF16, 2, wshape), *hb = host(TK_BF16, 1, &N);
+    fill(hw, -1.0f, 1.0f);
+    fill(hb, -1.0f, 1.0f);
+    tk_tensor *dw = upload(f, hw), *db = upload(f, hb);
+    static lt_worker workers[LT_THREADS];
+    tk_tensor *hx[LT_THREADS][LT_CALLS];
+    pthread_t threads[LT_THREADS];
+    uint32_t s = 77u;
+    for (int t = 0; t < LT_THREADS; t++) {
+        lt_worker *w = &workers[t];
+        memset(w, 0, sizeof *w);
+        tk_assert_ok(tk_ctx_new(&w->ctx, GPU));
+        w->w = dw, w->b = db;
+        for (int i = 0; i < LT_CALLS; i++) {
+            s = s * 1664525u + 1013904223u;
+            const int64_t xshape[2] = {1 + (int64_t)(s >> 8) % 512, K};
+            hx[t][i] = host(TK_BF16, 2, xshape);
+            fill(hx[t][i], -1.0f, 1.0f);
+            w->x[i] = upload(f, hx[t][i]);
+            const int64_t yshape[2] = {xshape[0], N};
+            w->y[i] = poisoned(f, TK_BF16, 2, yshape);
+        }
+    }
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    for (int t = 0; t < LT_THREADS; t++)
+        assert_int_equal(pthread_create(&threads[t], NULL, lt_work, &workers[t]), 0);
+    for (int t = 0; t < LT_THREADS; t++)
+        assert_int_equal(pthread_join(threads[t], NULL), 0);
+    for (int t = 0; t < LT_THREADS; t++) {
+        lt_worker *w = &workers[t];
+        if (w->rc)
+            fail_msg("thread %d: tk::linear failed (%d): %s", t, w->rc, w->err);
+        for (int i = 0; i < LT_CALLS; i++) {
+            char what[96];
+            tk_tensor *hin[3] = {hx[t][i], hw, hb}, *ref[1] = {NULL};
+            int64_t M = tk_tensor_dim(hx[t][i], 0);
+            tk_assert_ok(tk_op_run(f->cpu, "tk::linear", hin, 3, ref, 1));
+            tk_tensor *got = download(f, w->y[i]);
+            snprintf(what, sizeof what, "thread %d call %d: tk::linear bf16 M=%lld", t, i, (long long)M);
+            assert_linear_close(what, hin, ref[0], got, M, K, N);
+            tk_tensor_free(got);
+            tk_tensor_free(ref[0]);
+            tk_tensor_free(hx[t][i]);
+            tk_tensor_free(w->x[i]);
+            tk_tensor_free(w->y[i]);
+        }
+        tk_ctx_free(w->ctx);
+    }
+    tk_tensor_free(dw);
+    tk_tensor_free(db);
+    tk_tensor_free(hw);
+    tk_tensor_free(hb);
+}
+
 #define GPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -369,6 +523,8 @@ int main(void)
         GPU_TEST(gpu__linear_matches_the_reference),
         GPU_TEST(gpu__linear_flattens_leading_dimensions),
         GPU_TEST(gpu__linear_with_unaligned_tensors_matches_the_reference),
+        GPU_TEST(gpu__linear_over_a_stream_of_sizes_matches_and_caches_plans),
+        GPU_TEST(gpu__linear_from_threads_matches_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,18 +262,29 @@ static void gpu__contexts_of_one_device_share_its_kernels_and_memory(void **stat
     tk_ctx_free(b);
 }
 
+/* One handle and plan cache per device, shared by its contexts; each context its own workspace
+ * and descriptors. */
 static void gpu__cublaslt_loads_and_makes_one_handle_per_device(void **state)
 {
 #ifdef TK_HAVE_CUDA_HEADERS
-    tk_ctx *ctx = *state;
-    const tk_cublaslt *lt, *lt2;
-    void *h, *h2;
-    tk_assert_ok(tk_cublaslt_get(ctx, &lt, &h));
-    assert_non_null(lt);
-    assert_non_null(h);
-    assert_non_null(lt->Matmul);
-    tk_assert_ok(tk_cublaslt_get(ctx, &lt2, &h2));
-    assert_ptr_equal(h, h2);
+    tk_ctx *ctx = *state, *other;
+    tk_cublaslt_ref a, b, c;
+    tk_assert_ok(tk_cublaslt_get(ctx, &a));
+    assert_non_null(a.api);
+    assert_non_null(a.handle);
+    assert_non_null(a.api->Matmul);
+    assert_non_null(a.plans);
+    assert_non_null(a.local);
+    tk_assert_ok(tk_cublaslt_get(ctx, &b));
+    assert_ptr_equal(a.handle, b.handle);
+    assert_ptr_equal(a.local, b.local);
+    tk_assert_ok(tk_ctx_new(&other, GPU));
+    tk_assert_ok(tk_cublaslt_get(other, &c));
+    assert_ptr_equal(a.handle, c.handle);
+    assert_ptr_equal(a.plans, c.plans);
+    assert_ptr_not_equal(a.local, c.local);
+    assert_true(a.local->workspace_size == c.local->workspace_size);
+    tk_ctx_free(other);
 #else
     (void)state;
     skip();

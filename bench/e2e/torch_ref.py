@@ -55,6 +55,21 @@ def parse_args(argv):
 # --- the model --------------------------------------------------------------------------------
 
 
+def load_state(torch, weights_path):
+    """{name: CPU tensor} of a .safetensors file (BF16, F16 or F32), read by hand."""
+    dtypes = {"BF16": (torch.int16, torch.bfloat16), "F16": (torch.int16, torch.float16), "F32": (torch.float32, None)}
+    state = {}
+    for name, (dtype, shape, raw) in npy_io.read_safetensors(weights_path).items():
+        if dtype not in dtypes:
+            raise SystemExit("torch_ref.py: %s: tensor %s has dtype %s (expected BF16, F16 or F32)" % (weights_path, name, dtype))
+        load_as, view_as = dtypes[dtype]
+        t = torch.frombuffer(bytearray(raw), dtype=load_as)
+        if view_as is not None:
+            t = t.view(view_as)
+        state[name] = t.reshape(shape).clone()
+    return state
+
+
 def build_model(torch, weights_path):
     """The MLP with the state_dict names of examples/mlp/model.c, on cuda in bf16."""
     nn = torch.nn
@@ -69,18 +84,8 @@ def build_model(torch, weights_path):
         def forward(self, x):
             return self.linear2(self.act(self.linear1(x)))
 
-    dtypes = {"BF16": (torch.int16, torch.bfloat16), "F16": (torch.int16, torch.float16), "F32": (torch.float32, None)}
-    state = {}
-    for name, (dtype, shape, raw) in npy_io.read_safetensors(weights_path).items():
-        if dtype not in dtypes:
-            raise SystemExit("torch_ref.py: %s: tensor %s has dtype %s (expected BF16, F16 or F32)" % (weights_path, name, dtype))
-        load_as, view_as = dtypes[dtype]
-        t = torch.frombuffer(bytearray(raw), dtype=load_as)
-        if view_as is not None:
-            t = t.view(view_as)
-        state[name] = t.reshape(shape).clone()
     model = MLP()
-    model.load_state_dict(state, strict=True)
+    model.load_state_dict(load_state(torch, weights_path), strict=True)
     return model.to(device="cuda", dtype=torch.bfloat16).eval()
 
 
@@ -152,6 +157,11 @@ def run_worker(args, phase, package):
     return res, "ok"
 
 
+def failure_text(e):
+    """An exception as one short line: its type and the first line of its message."""
+    return "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+
+
 def first_output(y):
     """The tensor of a single-output call (AOTInductor's runner may return a list)."""
     return y[0] if isinstance(y, (list, tuple)) else y
@@ -185,7 +195,7 @@ def aoti_worker(args, torch, batches):
                     result["errors"][str(b)] = compare(torch, first_output(runner(x)), model(x))
                     result["latency_us"][str(b)] = time_calls(torch, lambda: runner(x), args.iters, args.warmup)
                 except Exception as e:
-                    msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+                    msg = failure_text(e)
                     result["latency_us"][str(b)] = "failed (%s)" % msg
                 print("torch_ref.py: aoti batch %d: %s" % (b, result["latency_us"][str(b)]), file=sys.stderr)
     with open(args.json, "w") as f:
@@ -254,7 +264,7 @@ def main(argv):
                     res["latency_us"][name][str(b)] = time_calls(torch, lambda: fn_of_x(x), args.iters, args.warmup, before)
                     res.setdefault("first_call_s", {}).setdefault(name, {})[str(b)] = first
                 except Exception as e:  # a compile failure is a result, not the end of the run
-                    msg = "%s: %s" % (type(e).__name__, str(e).splitlines()[0][:200] if str(e) else "")
+                    msg = failure_text(e)
                     res["latency_us"][name][str(b)] = "failed (%s)" % msg
                     res["notes"].append("%s batch %d: %s" % (name, b, msg))
                 print("torch_ref.py: %s batch %d: %s" % (name, b, res["latency_us"][name][str(b)]), file=sys.stderr)

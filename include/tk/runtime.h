@@ -181,12 +181,16 @@ tk_ctx *tk_session_ctx(tk_session *s);
 int tk_session_run(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout);
 
 /* Per-op times of the last tk_session_run made with profiling on, for tkexport run --profile:
- * node i (program order) took times_us[i]. Profiling turns off CUDA graph replay. */
+ * node i (program order) is nodes[i]. Profiling turns off CUDA graph replay. */
 int tk_session_set_profiling(tk_session *s, int on);
 typedef struct tk_node_profile {
     const char *op;
-    double time_us;
+    double time_us;      /* on a GPU the device time between events around the node on the stream;
+                            on the CPU the wall time of the node */
     double flops, bytes; /* 0 when the op does not declare them */
+    double host_us;      /* the wall time the host spent dispatching the node (tk_op_run: checks,
+                            meta function, launches queued), whatever the device; 0 when not
+                            measured */
 } tk_node_profile;
 size_t tk_session_profile(const tk_session *s, const tk_node_profile **nodes);
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""The serving benchmark's report: report.py OUTDIR prints the tables and writes OUTDIR/serving.md
+from what run.sh left there (serving_<m>.json, first_exact_<m>.json, torch_<m>.json,
+open_big*.json, build.tsv, machine.txt). A missing file leaves its cells "n/a"."""
+
+import json
+import os
+import sys
+
+MODELS = ["mlp", "tokmlp"]
+TORCH_MODES = ["eager", "compile", "reduce-overhead"]
+
+
+def load(out, name):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def us(v):
+    return "n/a" if v is None else "%.1f" % v
+
+
+def get(d, *keys):
+    for k in keys:
+        if not isinstance(d, dict) or k not in d:
+            return None
+        d = d[k]
+    return d
+
+
+def table(head, rows):
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(" ---: " if i else " --- " for i in range(len(head))) + "|"]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def torch_run(t, mode, stream):
+    for r in (t or {}).get("runs", []):
+        if r.get("mode") == mode and r.get("stream") == stream:
+            return r
+    return None
+
+
+def main(argv):
+    if len(argv) != 1:
+        sys.exit("usage: report.py OUTDIR")
+    out = argv[0]
+    md = ["# Serving benchmark", ""]
+    try:
+        with open(os.path.join(out, "machine.txt")) as f:
+            md += ["```", f.read().strip(), "```", ""]
+    except OSError:
+        pass
+    for m in MODELS:
+        s, t, ex = load(out, "serving_%s.json" % m), load(out, "torch_%s.json" % m), load(out, "first_exact_%s.json" % m)
+        if not s and not t:
+            continue
+        md += ["## %s (%s)" % (m, (s or t or {}).get("symbols", "?")), ""]
+        # one thread: tkexport against each PyTorch mode, per stream
+        head = ["stream (1 thread)", "tkexport median", "p99", "mean"]
+        for mode in TORCH_MODES:
+            head += ["%s median" % mode, "p99", "mean"]
+        rows = []
+        for stream in ["fixed", "cycle", "uniform"]:
+            r = next((x for x in (s or {}).get("runs", []) if x["stream"] == stream and x["threads"] == 1), None)
+            row = [stream, us(get(r, "stats", "median_us")), us(get(r, "stats", "p99_us")), us(get(r, "stats", "mean_us"))]
+            for mode in TORCH_MODES:
+                tr = torch_run(t, mode, stream)
+                if tr and "failed" in tr:
+                    row += ["failed", "", ""]
+                else:
+                    row += [us(get(tr, "stats", "median_us")), us(get(tr, "stats", "p99_us")), us(get(tr, "stats", "mean_us"))]
+            rows.append(row)
+        md += ["Microseconds per call (run + synchronize, inputs on the device); fixed = %s." % (s or t or {}).get("fixed", "?"),
+               "", table(head, rows), ""]
+        # threads
+        if s and s.get("runs"):
+            rows = [[r["stream"], r["threads"], us(get(r, "stats", "median_us")), us(get(r, "stats", "p90_us")),
+                     us(get(r, "stats", "p99_us")), us(get(r, "stats", "mean_us")), "%.0f" % r["calls_per_s"],
+                     r["new_shape_calls"], us(r.get("new_median_us") if r["new_shape_calls"] else None),
+                     us(r.get("repeat_median_us") if r["new_shape_calls"] < get(r, "stats", "n") else None)]
+                    for r in s["runs"]]
+            md += ["tkexport, each thread its own session (calls/s: all threads' calls over the wall time):", "",
+                   table(["stream", "threads", "median", "p90", "p99", "mean", "calls/s", "new-shape calls",
+                          "new median", "repeat median"], rows), ""]
+        # first calls
+        rows = []
+        for label, d in [("tkexport", get(s, "first_calls")), ("tkexport, TK_CUBLASLT_EXACT=1", get(ex, "first_calls"))] + [
+                ("torch " + mode, get(t, "first_calls", mode)) for mode in TORCH_MODES]:
+            if isinstance(d, str):
+                rows.append([label, d, "", "", "", "", ""])
+            elif d:
+                rows.append([label, us(d.get("session_first_call_us")), d.get("shapes"), us(get(d, "first", "median_us")),
+                             us(get(d, "first", "p99_us")), us(get(d, "first", "max_us")), us(get(d, "second", "median_us"))])
+        if rows:
+            md += ["First calls: a fresh session (or a fresh torch.compile), its very first call, then new shapes each run "
+                   "once and again:", "",
+                   table(["", "very first call", "new shapes", "first-call median", "p99", "max", "second-call median"], rows),
+                   ""]
+    o1, o2 = load(out, "open_big.json"), load(out, "open_big_again.json")
+    if o1:
+        cache = "?"
+        try:
+            with open(os.path.join(out, "open_big.txt")) as f:
+                cache = f.readline().strip().split(": ")[-1]
+        except OSError:
+            pass
+        gib = o1["package_bytes"] / float(1 << 30)
+        rows = []
+        for label, o in [("first (page cache %s)" % cache, o1), ("again (cached)", o2)]:
+            if o:
+                rows.append([label, "%.2f" % gib, "%.1f" % o["open_ms"], "%.1f" % o["session_new_ms"],
+                             "%.2f" % (o["mem_end"]["vm_hwm_kb"] / 1048576.0),
+                             "%.2f" % (o["mem_end"]["rss_anon_kb"] / 1048576.0), "%.2f" % o["peak_over_package"]])
+        md += ["## Large weights", "", table(["open", "package GiB", "tk_package_open ms", "tk_session_new ms",
+                                              "peak RSS GiB", "anon GiB", "peak / package"], rows), ""]
+    try:
+        with open(os.path.join(out, "build.tsv")) as f:
+            md += ["Build steps (s): " + ", ".join(" ".join(line.strip().split("\t")) for line in f.readlines()[1:]), ""]
+    except OSError:
+        pass
+    text = "\n".join(md)
+    with open(os.path.join(out, "serving.md"), "w") as f:
+        f.write(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
