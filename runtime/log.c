@@ -11,11 +11,13 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static tk_log_fn log_fn; /* NULL: log_default */
 static void *log_user;
 
+/* Warnings and errors; the chatter of INFO and DEBUG (packages opened and closed...) only reaches
+ * a callback that asks for it. */
 static void log_default(tk_log_level level, const char *msg, void *user)
 {
-    (void)level;
     (void)user;
-    fprintf(stderr, "tkexport: %s\n", msg); /* one call: lines from threads do not interleave */
+    if (level <= TK_LOG_WARN)
+        fprintf(stderr, "tkexport: %s\n", msg); /* one call: lines from threads do not interleave */
 }
 
 void tk_log_set(tk_log_fn fn, void *user)

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "log.h"
 #include "pkgfile.h"
 #include "rt_internal.h"
 #include "strbuf.h"
@@ -238,6 +239,7 @@ done:
         tk_package_close(pkg);
         return rc;
     }
+    tk_log(TK_LOG_DEBUG, "package %s opened%s", pkg->f->origin, pkg->host ? ": its host object loaded" : "");
     *out = pkg;
     return 0;
 }
@@ -246,6 +248,8 @@ done:
  * leave the package's registry), the registry with the fatbins and tuning tables, the file. */
 static void package_free(tk_package *pkg)
 {
+    char origin[1200];
+    snprintf(origin, sizeof origin, "%s", pkg->f && pkg->f->origin ? pkg->f->origin : "a package");
     tk_exec_program_free(pkg->prog);
     tk_registry_unload(pkg->reg, pkg->host);
     if (pkg->host_fd >= 0)
@@ -256,8 +260,10 @@ static void package_free(tk_package *pkg)
     free(pkg->inputs);
     free(pkg->outputs);
     free(pkg->out_names);
+    int loaded = pkg->host != NULL;
     tk_pkgfile_free(pkg->f);
     free(pkg);
+    tk_log(TK_LOG_DEBUG, "package %s closed%s", origin, loaded ? ": its host object unloaded" : "");
 }
 
 static void package_release(void *arg)

@@ -1,7 +1,8 @@
 /* Two versions of one model in one process, through the public API only (tests/two_packages.cmake
  * builds them from fixtures/ns): both define ns::affine and ns_affine_k, version 1 as 2x and
  * version 2 as 3x + 1. Each must run its own code while both are open, after the other closes,
- * and during a hot swap where worker threads move from version 1 to version 2 while serving.
+ * and during a hot swap where worker threads move from version 1 to version 2 while serving;
+ * version 1 must go away (the runtime's log says when) once its last session ends.
  *   two_packages V1.tkpkg V2.tkpkg cpu|cuda
  * Exits 0 when every check held, 77 when DEVICE is cuda and there is no GPU, 1 otherwise. */
 #define _POSIX_C_SOURCE 200809L
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <tk/log.h>
 #include <tk/runtime.h>
 
 enum { WIDTH = 64, MAX_BATCH = 256, WORKERS = 4, CALLS_AFTER_SWAP = 150 };
@@ -90,27 +92,26 @@ static void run_some(tk_package *pkg, int v, int calls, unsigned seed)
     tk_session_free(s);
 }
 
-/* The host objects of open packages: memfd mappings named tkpkg-host, counted by inode. */
+/* Packages alive, as the runtime tells through its log callback (DEBUG lines "package 'x'
+ * opened" and "package 'x' closed", the latter once its host object is unloaded). */
+static atomic_int packages_alive;
+
+static void on_log(tk_log_level level, const char *msg, void *user)
+{
+    (void)user;
+    if (level == TK_LOG_DEBUG && strncmp(msg, "package ", 8) == 0) {
+        if (strstr(msg, " opened"))
+            atomic_fetch_add(&packages_alive, 1);
+        else if (strstr(msg, " closed"))
+            atomic_fetch_sub(&packages_alive, 1);
+        return;
+    }
+    fprintf(stderr, "tkexport: %s\n", msg);
+}
+
 static int host_objects_loaded(void)
 {
-    FILE *f = fopen("/proc/self/maps", "r");
-    char line[1024];
-    unsigned long inodes[64];
-    int n = 0;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long inode;
-        if (!strstr(line, "tkpkg-host") || sscanf(line, "%*s %*s %*s %*s %lu", &inode) != 1)
-            continue;
-        int seen = 0;
-        for (int i = 0; i < n; i++)
-            seen |= inodes[i] == inode;
-        if (!seen && n < 64)
-            inodes[n++] = inode;
-    }
-    fclose(f);
-    return n;
+    return atomic_load(&packages_alive);
 }
 
 /* --- the hot swap ------------------------------------------------------------------------------ */
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
         printf("two_packages: skipped: %s\n", tk_error_last());
         return 77;
     }
+    tk_log_set(on_log, NULL);
     int base = host_objects_loaded();
 
     /* both open: each its own */
@@ -166,13 +168,13 @@ int main(int argc, char **argv)
     CHECK(tk_package_open(&p2, argv[2]) == 0, "open %s", argv[2]);
     if (!p1 || !p2)
         return 1;
-    CHECK(host_objects_loaded() == base + 2, "%d host objects loaded, expected %d", host_objects_loaded(), base + 2);
+    CHECK(host_objects_loaded() == base + 2, "%d packages alive, expected %d", host_objects_loaded(), base + 2);
     run_some(p1, 1, 20, 1);
     run_some(p2, 2, 20, 2);
     run_some(p1, 1, 20, 3);
     /* one closed: the other is untouched, and the closed one is gone */
     tk_package_close(p1);
-    CHECK(host_objects_loaded() == base + 1, "version 1 still loaded after its close");
+    CHECK(host_objects_loaded() == base + 1, "version 1 still alive after its close");
     run_some(p2, 2, 20, 4);
     CHECK(tk_package_open(&p1, argv[1]) == 0, "reopen %s", argv[1]);
     tk_package_close(p2);
@@ -197,11 +199,11 @@ int main(int argc, char **argv)
     tk_package_close(p1); /* its sessions keep it alive until they end */
     for (int i = 0; i < WORKERS; i++)
         pthread_join(th[i], NULL);
-    CHECK(host_objects_loaded() == base + 1, "%d host objects loaded after the swap, expected %d (version 1 gone)",
+    CHECK(host_objects_loaded() == base + 1, "%d packages alive after the swap, expected %d (version 1 gone)",
           host_objects_loaded(), base + 1);
     run_some(p2, 2, 10, 6);
     tk_package_close(p2);
-    CHECK(host_objects_loaded() == base, "host objects left after closing everything");
+    CHECK(host_objects_loaded() == base, "packages left after closing everything");
     printf("two_packages: hot swap on %d threads: %d calls on version 1, %d on version 2, %d failed\n", WORKERS,
            atomic_load(&calls_by_version[1]), atomic_load(&calls_by_version[2]), atomic_load(&failures));
     return atomic_load(&failures) ? 1 : 0;

@@ -19,9 +19,10 @@ typedef enum tk_log_level { TK_LOG_ERROR, TK_LOG_WARN, TK_LOG_INFO, TK_LOG_DEBUG
  * a constructor warns): it must not call libtkrt, tk_log_set excepted. */
 typedef void (*tk_log_fn)(tk_log_level level, const char *msg, void *user);
 
-/* Sends every later message to fn(level, msg, user). tk_log_set(NULL, NULL) restores the default,
- * which writes "tkexport: <msg>\n" to stderr, whatever the level. Thread-safe; a message another
- * thread has already started to deliver may still reach the previous callback. */
+/* Sends every later message, of every level, to fn(level, msg, user). tk_log_set(NULL, NULL)
+ * restores the default, which writes "tkexport: <msg>\n" to stderr for errors and warnings and
+ * drops INFO and DEBUG (a package opened or closed, its host object loaded or unloaded). Thread-safe;
+ * a message another thread has already started to deliver may still reach the previous callback. */
 void tk_log_set(tk_log_fn fn, void *user);
 
 TK_API_END
