@@ -1,9 +1,13 @@
 /* SHA-256 through OpenSSL's EVP interface: libcrypto picks the fastest code for the CPU (SHA-NI,
  * AVX2, ARMv8 crypto extensions). */
+#define _POSIX_C_SOURCE 200809L
 #include "sha256.h"
 
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
 #include <tk/error.h>
 
 int tk_sha256_init(tk_sha256 *s)
@@ -58,4 +62,58 @@ int tk_sha256_hex(const void *data, size_t n, char out[65])
     }
     tk_sha256_to_hex(d, out);
     return 0;
+}
+
+/* --- many digests at once ---------------------------------------------------------------------- */
+
+typedef struct many {
+    tk_sha256_job *jobs;
+    size_t njobs;
+    atomic_size_t next;
+    atomic_int failed;
+} many;
+
+static void *many_worker(void *arg)
+{
+    many *m = arg;
+    for (size_t i; (i = atomic_fetch_add(&m->next, 1)) < m->njobs;) {
+        uint8_t d[32];
+        unsigned len = 0;
+        tk_sha256_job *j = &m->jobs[i];
+        if (EVP_Digest(j->n ? j->data : "", j->n, d, &len, EVP_sha256(), NULL) != 1 || len != 32) {
+            j->hex[0] = '\0';
+            atomic_store(&m->failed, 1);
+        } else {
+            tk_sha256_to_hex(d, j->hex);
+        }
+    }
+    return NULL;
+}
+
+int tk_sha256_hex_many(tk_sha256_job *jobs, size_t njobs, int threads)
+{
+    many m = {jobs, njobs, 0, 0};
+    pthread_t th[TK_SHA256_MAX_THREADS];
+    size_t bytes = 0;
+    for (size_t i = 0; i < njobs; i++)
+        bytes += jobs[i].n;
+    if (threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = cpus > 0 ? (int)cpus : 1;
+    }
+    /* below a few chunks' worth, threads cost more than they save */
+    if (bytes < ((size_t)8 << 20))
+        threads = 1;
+    if ((size_t)threads > njobs)
+        threads = (int)njobs;
+    if (threads > TK_SHA256_MAX_THREADS)
+        threads = TK_SHA256_MAX_THREADS;
+    int started = 0;
+    for (; started < threads - 1; started++)
+        if (pthread_create(&th[started], NULL, many_worker, &m) != 0)
+            break; /* fewer threads: the calling one does the rest */
+    many_worker(&m);
+    for (int i = 0; i < started; i++)
+        pthread_join(th[i], NULL);
+    return atomic_load(&m.failed) ? tk_error_set(TK_ENOMEM, "out of memory computing SHA-256 digests") : 0;
 }

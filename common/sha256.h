@@ -25,4 +25,15 @@ int tk_sha256_final(tk_sha256 *s, uint8_t out[32]);
 int tk_sha256_hex(const void *data, size_t n, char out[65]);
 void tk_sha256_to_hex(const uint8_t digest[32], char out[65]);
 
+/* Many digests at once, spread over threads: job i gets the digest of its data[0..n) in hex.
+ * threads 0 means the number of online CPUs (at most TK_SHA256_MAX_THREADS); small totals run on
+ * the calling thread alone. 0, or TK_ENOMEM with the failed jobs' hex "". */
+#define TK_SHA256_MAX_THREADS 64
+typedef struct tk_sha256_job {
+    const void *data;
+    size_t n;
+    char hex[65];
+} tk_sha256_job;
+int tk_sha256_hex_many(tk_sha256_job *jobs, size_t njobs, int threads);
+
 #endif

@@ -151,6 +151,38 @@ static int cmp_op(const void *a, const void *b)
 }
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* An entry's optional "chunks": {"size": bytes, "sha256": [one digest per chunk]}, the chunk size
+ * a power of two from 1 MiB to 1 GiB and exactly as many digests as chunks. */
+static int read_chunks(reader *r, const cJSON *e, tk_pkg_entry *x, const char *where)
+{
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "chunks");
+    if (!c)
+        return 0;
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(c, "size");
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(c, "sha256");
+    double v = cJSON_IsNumber(size) ? size->valuedouble : 0;
+    uint64_t cs = v >= (double)(1u << 20) && v <= (double)(1u << 30) ? (uint64_t)v : 0;
+    if (!cJSON_IsObject(c) || !cs || (cs & (cs - 1)) || (double)cs != v)
+        return bad(r, "manifest.json: %s: 'chunks' needs a 'size' that is a power of two from 1 MiB to 1 GiB", where);
+    size_t want = (size_t)((x->size + cs - 1) / cs);
+    if (!cJSON_IsArray(arr) || (size_t)cJSON_GetArraySize(arr) != want)
+        return bad(r, "manifest.json: %s: 'chunks' needs %zu digests in 'sha256' for %llu bytes in chunks of %llu",
+                   where, want, (unsigned long long)x->size, (unsigned long long)cs);
+    if (!(x->chunk_sha256 = calloc(want + 1, sizeof(*x->chunk_sha256))))
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    x->chunk_size = cs;
+    x->nchunks = want;
+    size_t i = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, arr)
+    {
+        if (!cJSON_IsString(d) || strlen(d->valuestring) != 64 || !is_hex64(d->valuestring))
+            return bad(r, "manifest.json: %s: chunk %zu's digest is not 64 lowercase hex digits", where, i);
+        memcpy(x->chunk_sha256[i++], d->valuestring, 65);
+    }
+    return 0;
+}
+
 static int read_entries(reader *r, const cJSON *doc)
 {
     tk_pkgfile *f = r->f;
@@ -183,6 +215,8 @@ static int read_entries(reader *r, const cJSON *doc)
         x->size = (uint64_t)size->valuedouble;
         if (!safe_path(x->path) || !strcmp(x->path, TK_TKPKG_MANIFEST) || !strcmp(x->path, TK_TKPKG_SIGNATURE))
             return bad(r, "manifest.json: entry name '%s' is not a safe relative path", x->path);
+        if ((rc = read_chunks(r, e, x, where)))
+            return rc;
     }
     qsort(f->entries, f->nentries, sizeof(*f->entries), cmp_entry);
     for (size_t i = 1; i < f->nentries; i++)
@@ -476,6 +510,51 @@ static int read_tuning(reader *r, const cJSON *doc)
 
 /* The archive holds exactly manifest.json, manifest.sig (sig_idx, or n when unsigned) and the
  * listed entries, each of its size and digest. */
+/* Every byte of every entry against the manifest, all digests at once over the CPU's cores: the
+ * chunks of an entry that has them (each chunk a job), else the whole entry. The first mismatch
+ * in entry order is reported. */
+static int verify_digests(reader *r)
+{
+    tk_pkgfile *f = r->f;
+    size_t njobs = 0;
+    for (size_t i = 0; i < f->nentries; i++)
+        njobs += f->entries[i].chunk_sha256 ? f->entries[i].nchunks : 1;
+    tk_sha256_job *jobs = calloc(njobs + 1, sizeof(*jobs));
+    if (!jobs)
+        return tk_error_set(TK_ENOMEM, "out of memory reading %s", r->origin);
+    size_t k = 0;
+    for (size_t i = 0; i < f->nentries; i++) {
+        const tk_pkg_entry *e = &f->entries[i];
+        if (!e->chunk_sha256) {
+            jobs[k++] = (tk_sha256_job){e->data, (size_t)e->size, ""};
+            continue;
+        }
+        for (size_t c = 0; c < e->nchunks; c++) {
+            uint64_t at = c * e->chunk_size, n = e->size - at < e->chunk_size ? e->size - at : e->chunk_size;
+            jobs[k++] = (tk_sha256_job){e->data + at, (size_t)n, ""};
+        }
+    }
+    int rc = tk_sha256_hex_many(jobs, njobs, 0);
+    k = 0;
+    for (size_t i = 0; i < f->nentries && !rc; i++) {
+        const tk_pkg_entry *e = &f->entries[i];
+        if (!e->chunk_sha256) {
+            const char *hex = jobs[k++].hex;
+            if (strcmp(hex, e->sha256) != 0)
+                rc = bad(r, "entry '%s' has SHA-256 %.12s..., the manifest says %.12s...", e->path, hex, e->sha256);
+            continue;
+        }
+        for (size_t c = 0; c < e->nchunks && !rc; c++) {
+            const char *hex = jobs[k++].hex;
+            if (strcmp(hex, e->chunk_sha256[c]) != 0)
+                rc = bad(r, "entry '%s' chunk %zu (bytes from %llu) has SHA-256 %.12s..., the manifest says %.12s...",
+                         e->path, c, (unsigned long long)(c * e->chunk_size), hex, e->chunk_sha256[c]);
+        }
+    }
+    free(jobs);
+    return rc;
+}
+
 static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx, size_t sig_idx)
 {
     tk_pkgfile *f = r->f;
@@ -520,17 +599,12 @@ static int read_entry_bytes(reader *r, tk_zip_reader *z, size_t manifest_idx, si
         } else if ((rc = tk_zip_read(z, i, json ? TK_TKPKG_MAX_JSON : TK_TKPKG_MAX_ENTRY, &e->data, &len))) {
             break;
         }
-        char hex[65];
-        if ((rc = tk_sha256_hex(e->data, len, hex)))
-            break;
-        if (strcmp(hex, e->sha256) != 0)
-            rc = bad(r, "entry '%s' has SHA-256 %.12s..., the manifest says %.12s...", name, hex, e->sha256);
     }
     for (size_t i = 0; i < f->nentries && !rc; i++)
         if (!seen[i])
             rc = bad(r, "entry '%s' listed in manifest.json is missing", f->entries[i].path);
     free(seen);
-    return rc;
+    return rc ? rc : verify_digests(r);
 }
 
 /* program.json parsed; its op table and the manifest's agree; every kernel an op needs is in a
@@ -810,6 +884,7 @@ void tk_pkgfile_free(tk_pkgfile *f)
     free(f->ops);
     for (size_t i = 0; i < f->nentries; i++) {
         free(f->entries[i].path);
+        free(f->entries[i].chunk_sha256);
         if (!f->entries[i].mapped)
             free(f->entries[i].data);
     }
@@ -978,6 +1053,13 @@ static char *manifest_text(const tk_pkgfile *f, const tk_pkg_entry *entries, cha
         put(&w, e, "path", cJSON_CreateString(entries[i].path));
         put(&w, e, "size", cJSON_CreateNumber((double)entries[i].size));
         put(&w, e, "sha256", cJSON_CreateString(sha[i]));
+        if (entries[i].chunk_sha256) {
+            cJSON *c = put(&w, e, "chunks", cJSON_CreateObject());
+            put(&w, c, "size", cJSON_CreateNumber((double)entries[i].chunk_size));
+            cJSON *d = put(&w, c, "sha256", cJSON_CreateArray());
+            for (size_t k = 0; k < entries[i].nchunks; k++)
+                put(&w, d, NULL, cJSON_CreateString(entries[i].chunk_sha256[k]));
+        }
     }
     if (!w.failed)
         text = cJSON_Print(doc);
@@ -1022,6 +1104,47 @@ done:
     return rc;
 }
 
+/* Each entry's SHA-256 into sha[i] and, for one larger than TK_TKPKG_CHUNK, the digest of each
+ * chunk into entries[i].chunk_sha256: all of them at once over the CPU's cores. */
+static int entry_digests(tk_pkg_entry *entries, size_t n, char (*sha)[65])
+{
+    size_t njobs = n;
+    for (size_t i = 0; i < n; i++)
+        if (entries[i].size > TK_TKPKG_CHUNK)
+            njobs += (size_t)((entries[i].size + TK_TKPKG_CHUNK - 1) / TK_TKPKG_CHUNK);
+    tk_sha256_job *jobs = calloc(njobs + 1, sizeof(*jobs));
+    if (!jobs)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    size_t k = n;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        tk_pkg_entry *e = &entries[i];
+        jobs[i] = (tk_sha256_job){e->data, (size_t)e->size, ""};
+        if (e->size <= TK_TKPKG_CHUNK)
+            continue;
+        e->chunk_size = TK_TKPKG_CHUNK;
+        e->nchunks = (size_t)((e->size + TK_TKPKG_CHUNK - 1) / TK_TKPKG_CHUNK);
+        if (!(e->chunk_sha256 = calloc(e->nchunks, sizeof(*e->chunk_sha256)))) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+            break;
+        }
+        for (size_t c = 0; c < e->nchunks; c++) {
+            uint64_t at = c * TK_TKPKG_CHUNK, len = e->size - at < TK_TKPKG_CHUNK ? e->size - at : TK_TKPKG_CHUNK;
+            jobs[k++] = (tk_sha256_job){e->data + at, (size_t)len, ""};
+        }
+    }
+    if (!rc)
+        rc = tk_sha256_hex_many(jobs, njobs, 0);
+    k = n;
+    for (size_t i = 0; i < n && !rc; i++) {
+        memcpy(sha[i], jobs[i].hex, 65);
+        for (size_t c = 0; c < entries[i].nchunks; c++)
+            memcpy(entries[i].chunk_sha256[c], jobs[k++].hex, 65);
+    }
+    free(jobs);
+    return rc;
+}
+
 /* Fatbins and the weights are stored, to be used in place; everything else is deflated. */
 static int stored(const char *path)
 {
@@ -1031,7 +1154,7 @@ static int stored(const char *path)
 int tk_pkgfile_write_mem(void **data, size_t *len, const tk_pkgfile *f, const tk_sign_key *key)
 {
     size_t n = f->nentries;
-    tk_pkg_entry *entries = malloc((n + 1) * sizeof(*entries));
+    tk_pkg_entry *entries = calloc(n + 1, sizeof(*entries));
     char (*sha)[65] = malloc((n + 1) * sizeof(*sha));
     tk_zip_entry *zips = malloc((n + 2) * sizeof(*zips));
     char *manifest = NULL, *sig = NULL;
@@ -1042,8 +1165,12 @@ int tk_pkgfile_write_mem(void **data, size_t *len, const tk_pkgfile *f, const tk
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
-    if (n)
-        memcpy(entries, f->entries, n * sizeof(*entries));
+    for (size_t i = 0; i < n; i++) {
+        entries[i] = f->entries[i];
+        entries[i].chunk_sha256 = NULL; /* the writer's own, below */
+        entries[i].nchunks = 0;
+        entries[i].chunk_size = 0;
+    }
     qsort(entries, n, sizeof(*entries), cmp_entry);
     for (size_t i = 0; i < n && !rc; i++) {
         const char *p = entries[i].path;
@@ -1052,10 +1179,10 @@ int tk_pkgfile_write_mem(void **data, size_t *len, const tk_pkgfile *f, const tk
                                          "reserved", p);
         else if (i && !strcmp(p, entries[i - 1].path))
             rc = tk_error_set(TK_EINVAL, "writing the .tkpkg: entry '%s' is given twice", p);
-        else if (!(rc = tk_sha256_hex(entries[i].data, (size_t)entries[i].size, sha[i])))
+        else
             zips[i] = (tk_zip_entry){p, entries[i].data, (size_t)entries[i].size, stored(p)};
     }
-    if (rc)
+    if (rc || (rc = entry_digests(entries, n, sha)))
         goto done;
     if (!(manifest = manifest_text(f, entries, sha))) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
@@ -1071,6 +1198,8 @@ int tk_pkgfile_write_mem(void **data, size_t *len, const tk_pkgfile *f, const tk
 done:
     cJSON_free(manifest);
     cJSON_free(sig);
+    for (size_t i = 0; entries && i < f->nentries; i++)
+        free(entries[i].chunk_sha256);
     free(entries);
     free(sha);
     free(zips);

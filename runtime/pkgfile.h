@@ -32,6 +32,9 @@
 #define TK_TKPKG_MAX_JSON (16u << 20)         /* manifest.json, program.json */
 #define TK_TKPKG_MAX_ENTRY (UINT64_C(1) << 36) /* 64 GiB: any single entry */
 #define TK_TKPKG_MAX_SIG 4096                  /* manifest.sig */
+/* Entries larger than this carry a SHA-256 per chunk of this size as well ("chunks"), which
+ * readers verify in parallel instead of the whole entry's digest. */
+#define TK_TKPKG_CHUNK (UINT64_C(64) << 20)
 
 /* An entry of the archive, verified: data holds its size bytes, owned by the file (malloc'd, or
  * for a stored entry of a file read with tk_pkgfile_read, inside its read-only mapping). For
@@ -42,6 +45,11 @@ typedef struct tk_pkg_entry {
     char sha256[65];
     unsigned char *data;
     int mapped; /* data lies in the file's mapping */
+    /* read: the manifest's per-chunk digests (NULL when it has none); the writer ignores them
+     * and makes its own for every entry larger than TK_TKPKG_CHUNK */
+    uint64_t chunk_size;
+    size_t nchunks;
+    char (*chunk_sha256)[65];
 } tk_pkg_entry;
 
 /* A kernel the program's ops launch, and the fatbin entry holding it. */

@@ -819,6 +819,55 @@ static void package__trust_file_lines_and_keys_are_checked(void **state)
 /* The host object of a signed package is replaced by other bytes and the manifest's digests are
  * made again by the writer: the old signature no longer matches, whatever the digests say, and
  * nothing of the package is loaded. */
+/* An entry larger than a chunk carries a digest per chunk; the reader checks every chunk (on all
+ * cores) and names the one that does not match. */
+static void package__large_entries_are_verified_chunk_by_chunk(void **state)
+{
+    (void)state;
+    char path[1024];
+    size_t wlen, len;
+    /* the test model's weights plus an unused 130 MiB tensor: three chunks of 64 MiB */
+    const int64_t big[] = {130 * 1024 * 1024 / 4};
+    tk_tensor *ts[3];
+    const int64_t ws[] = {TP_OUT, TP_IN}, bs[] = {TP_OUT};
+    void *small = tp_weights(&wlen);
+    free(small);
+    ts[0] = tp_f32(2, ws, tp_w);
+    ts[1] = tp_f32(1, bs, tp_b);
+    tk_assert_ok(tk_tensor_new(&ts[2], NULL, CPU, TK_F32, 1, big));
+    memset(tk_tensor_data(ts[2]), 0x3c, tk_tensor_nbytes(ts[2]));
+    const char *names[] = {"lin.weight", "lin.bias", "unused.big"};
+    void *w = NULL;
+    tk_assert_ok(tk_safetensors_write_mem(&w, &wlen, 3, names, ts));
+    for (int i = 0; i < 3; i++)
+        tk_tensor_free(ts[i]);
+    tk_program_model *m = tp_model();
+    unsigned char *zip = tp_package(&len, m, w, wlen, NULL, 0);
+    package_path(path, sizeof path, "package_big.tkpkg");
+    tp_write_file(path, zip, len);
+
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, path, NULL));
+    const tk_pkg_entry *e = tk_pkgfile_entry(f, "weights.safetensors");
+    assert_non_null(e);
+    assert_int_equal(e->chunk_size, TK_TKPKG_CHUNK);
+    assert_int_equal(e->nchunks, 3);
+    size_t at = (size_t)(e->data - (unsigned char *)f->map); /* where the stored weights start in the file */
+    tk_pkgfile_free(f);
+    tk_package *pkg;
+    tk_assert_ok(tk_package_open(&pkg, path));
+    tk_package_close(pkg);
+
+    /* one byte of the second chunk changed in place */
+    zip[at + TK_TKPKG_CHUNK + 12345] ^= 1;
+    tp_write_file(path, zip, len);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL,
+                    "entry 'weights.safetensors' chunk 1 (bytes from 67108864) has SHA-256");
+    free(zip);
+    free(w);
+    tk_program_model_free(m);
+}
+
 static void package__altered_after_signing_is_refused(void **state)
 {
     (void)state;
@@ -1081,6 +1130,7 @@ int main(void)
         cmocka_unit_test(package__signed_by_an_untrusted_key_is_refused_naming_it),
         cmocka_unit_test(package__trust_file_lines_and_keys_are_checked),
         cmocka_unit_test(package__altered_after_signing_is_refused),
+        cmocka_unit_test(package__large_entries_are_verified_chunk_by_chunk),
         cmocka_unit_test(package__malformed_signature_entries_are_refused),
         cmocka_unit_test(package__version_1_is_told_to_recompile),
         cmocka_unit_test(cli__keygen_writes_a_key_pair_and_keeps_existing_keys),
