@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cublaslt.h"
+#include "log.h"
 #include "lt_cache.h"
 
 #ifdef TK_HAVE_CUDA_HEADERS
@@ -141,8 +142,7 @@ static size_t workspace_bytes(int ordinal)
         unsigned long long v = strtoull(env, &end, 10);
         if (!errno && !*end && *env != '-' && v <= (1ull << 34))
             return (size_t)v;
-        fprintf(stderr, "libtkrt: warning: TK_CUBLASLT_WORKSPACE='%s' is not a byte count up to 2^34; using the "
-                        "default\n", env);
+        tk_log(TK_LOG_WARN, "TK_CUBLASLT_WORKSPACE='%s' is not a byte count up to 2^34; using the default", env);
     }
     int major = 0, minor = 0;
     if (tk_cuda_compute_capability(ordinal, &major, &minor))
@@ -159,6 +159,8 @@ static int device_state(tk_cu_device *d, lt_device **out)
         *out = dev;
         return 0;
     }
+    /* before the lock: the compute capability comes through device_get, which takes it too */
+    size_t workspace = workspace_bytes(d->ordinal);
     pthread_mutex_lock(&d->lock);
     dev = d->cublaslt;
     if (!dev) {
@@ -169,7 +171,7 @@ static int device_state(tk_cu_device *d, lt_device **out)
             rc = tk_error_set(TK_EDEVICE, "cublasLtCreate(&handle) failed on 'cuda:%d': %s", d->ordinal,
                               api.GetStatusString(st));
         } else if (!(rc = tk_lt_cache_new(&dev->plans, PLAN_CAPACITY, tk_lt_plan_free, NULL))) {
-            dev->workspace = workspace_bytes(d->ordinal);
+            dev->workspace = workspace;
             __atomic_store_n(&d->cublaslt, (void *)dev, __ATOMIC_RELEASE);
         }
         if (rc && dev) {
