@@ -389,6 +389,8 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
  * batch drawn anew on every call from [1, 1024] stops missing once each size was seen. */
 #define MAX_PLANS 1024
 #define PLAN_BUCKETS 2048 /* power of two */
+/* Symbol spaces up to this many signatures are captured whole, ahead of requests (prefill). */
+#define PREFILL_MAX 1024
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
@@ -450,6 +452,12 @@ struct tk_session {
     plan *queue, *queue_tail;
     plan *in_capture;
     size_t captures;        /* graphs captured */
+    /* Prefill: once the session has run, the capture thread also plans and captures every
+     * signature of a small symbol space (at most PREFILL_MAX) that no request brought yet, in
+     * order, requests first; so that a server's later first calls of a size replay too. */
+    int prefill_allowed;    /* graphs on and the space small enough */
+    int prefill_on, prefill_done;
+    int64_t prefill_key[64];
     tk_ctx *cap_ctx;
     tk_tensor *cap_views;
     tk_tensor **cap_t;
@@ -501,6 +509,15 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
     s->graphs = s->staged && tk_cuda_graphs_available();
     if (s->staged)
         arena_presize(s);
+    /* the symbol space: small enough to capture whole? */
+    const tk_program_model *m = p->m;
+    uint64_t space = 1;
+    for (size_t k = 0; k < m->nsymbols && space <= PREFILL_MAX; k++) {
+        s->prefill_key[k] = m->symbols[k].min;
+        uint64_t n = m->symbols[k].max >= m->symbols[k].min ? (uint64_t)(m->symbols[k].max - m->symbols[k].min) + 1 : 0;
+        space = n && space <= PREFILL_MAX / n ? space * n : PREFILL_MAX + 1;
+    }
+    s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= PREFILL_MAX;
     *out = s;
     return 0;
 }
@@ -633,8 +650,18 @@ void tk_exec_session_wait_captures(tk_session *s)
     if (!s)
         return;
     pthread_mutex_lock(&s->lock);
-    while (s->capturer && (s->queue || s->in_capture))
+    while (s->capturer && (s->queue || s->in_capture || (s->prefill_on && !s->prefill_done)))
         pthread_cond_wait(&s->cond, &s->lock);
+    pthread_mutex_unlock(&s->lock);
+}
+
+void tk_exec_session_set_prefill(tk_session *s, int on)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (!on)
+        s->prefill_allowed = s->prefill_on = 0;
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -900,14 +927,35 @@ static void lru_push_front(tk_session *s, plan *pl)
     s->plans = pl;
 }
 
-/* Drops the least recently used plan that is not being captured (a queued one leaves the queue). */
-static void plan_evict(tk_session *s)
+/* With the lock held: the plan of key, or NULL. */
+static plan *plan_lookup_locked(tk_session *s, const int64_t *key, uint64_t hash)
 {
-    pthread_mutex_lock(&s->lock);
+    size_t keylen = sizeof(int64_t) * (size_t)s->p->nsyms;
+    for (plan *pl = s->buckets[hash & (PLAN_BUCKETS - 1)]; pl; pl = pl->hnext)
+        if (pl->hash == hash && !memcmp(pl->key, key, keylen))
+            return pl;
+    return NULL;
+}
+
+static void plan_insert_locked(tk_session *s, plan *pl)
+{
+    plan **bucket = &s->buckets[pl->hash & (PLAN_BUCKETS - 1)];
+    pl->hnext = *bucket;
+    *bucket = pl;
+    lru_push_front(s, pl);
+    s->nplans++;
+}
+
+/* With the lock held: unlinks the least recently used plan that is not being captured (a queued
+ * one leaves the queue) and returns it, for the caller to free without the lock. */
+static plan *plan_evict_locked(tk_session *s)
+{
     plan *pl = s->oldest;
     while (pl && pl == s->in_capture)
         pl = pl->prev;
-    if (pl && pl->graph_state == GRAPH_QUEUED) {
+    if (!pl)
+        return NULL;
+    if (pl->graph_state == GRAPH_QUEUED) {
         plan **q = &s->queue, *last = NULL;
         while (*q && *q != pl) {
             last = *q;
@@ -919,9 +967,6 @@ static void plan_evict(tk_session *s)
                 s->queue_tail = last;
         }
     }
-    pthread_mutex_unlock(&s->lock);
-    if (!pl)
-        return;
     lru_unlink(s, pl);
     for (plan **h = &s->buckets[pl->hash & (PLAN_BUCKETS - 1)]; *h; h = &(*h)->hnext) {
         if (*h == pl) {
@@ -930,35 +975,42 @@ static void plan_evict(tk_session *s)
         }
     }
     s->nplans--;
-    plan_free(s, pl);
+    return pl;
 }
 
 /* The plan of this signature: found through its hash and moved to the front, or made (the least
- * recently used one beyond MAX_PLANS goes). */
+ * recently used one beyond MAX_PLANS goes). The table is shared with the capture thread, which
+ * adds the plans of signatures not run yet (prefill). */
 static int plan_get(tk_session *s, const binding *b, plan **out)
 {
-    size_t keylen = sizeof(int64_t) * (size_t)s->p->nsyms;
     uint64_t hash = key_hash(b->val, s->p->nsyms);
-    plan **bucket = &s->buckets[hash & (PLAN_BUCKETS - 1)], *pl;
-    for (pl = *bucket; pl; pl = pl->hnext) {
-        if (pl->hash == hash && !memcmp(pl->key, b->val, keylen)) {
-            if (pl != s->plans) {
-                lru_unlink(s, pl);
-                lru_push_front(s, pl);
-            }
-            *out = pl;
-            return 0;
+    plan *pl, *victim = NULL;
+    pthread_mutex_lock(&s->lock);
+    if ((pl = plan_lookup_locked(s, b->val, hash))) {
+        if (pl != s->plans) {
+            lru_unlink(s, pl);
+            lru_push_front(s, pl);
         }
+        pthread_mutex_unlock(&s->lock);
+        *out = pl;
+        return 0;
     }
+    pthread_mutex_unlock(&s->lock);
     int rc = plan_new(&pl, s, b->val);
     if (rc)
         return rc;
-    if (s->nplans >= MAX_PLANS)
-        plan_evict(s);
-    pl->hnext = *bucket;
-    *bucket = pl;
-    lru_push_front(s, pl);
-    s->nplans++;
+    pthread_mutex_lock(&s->lock);
+    plan *other = plan_lookup_locked(s, b->val, hash); /* the capture thread's, made meanwhile */
+    if (other) {
+        victim = pl;
+        pl = other;
+    } else {
+        if (s->nplans >= MAX_PLANS)
+            victim = plan_evict_locked(s);
+        plan_insert_locked(s, pl);
+    }
+    pthread_mutex_unlock(&s->lock);
+    plan_free(s, victim);
     *out = pl;
     return 0;
 }
@@ -1172,20 +1224,85 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
 
 /* --- the capture thread ------------------------------------------------------------------------ */
 
+/* With the lock held: the next signature of the symbol space that has no graph yet, planned and
+ * put in the table when no request made its plan (the lock is let go meanwhile); NULL when the
+ * walk is over (or the table is full). */
+static plan *prefill_next_locked(tk_session *s)
+{
+    const tk_program_model *m = s->p->m;
+    int nsyms = s->p->nsyms;
+    while (s->prefill_on && !s->prefill_done && !s->stop) {
+        int64_t key[64];
+        memcpy(key, s->prefill_key, sizeof(int64_t) * (size_t)nsyms);
+        /* advance: the last symbol fastest; past the end the walk is over */
+        int k = nsyms - 1;
+        for (; k >= 0; k--) {
+            if (s->prefill_key[k] < m->symbols[k].max) {
+                s->prefill_key[k]++;
+                break;
+            }
+            s->prefill_key[k] = m->symbols[k].min;
+        }
+        if (k < 0)
+            s->prefill_done = 1;
+        uint64_t hash = key_hash(key, nsyms);
+        plan *pl = plan_lookup_locked(s, key, hash);
+        if (pl) {
+            if (pl->graph_state != GRAPH_NONE)
+                continue;
+            pl->graph_state = GRAPH_QUEUED; /* so that no request queues it while it is captured */
+            return pl;
+        }
+        if (s->nplans >= MAX_PLANS) {
+            s->prefill_done = 1;
+            break;
+        }
+        pthread_mutex_unlock(&s->lock);
+        int rc = plan_new(&pl, s, key);
+        pthread_mutex_lock(&s->lock);
+        if (rc) {
+            tk_error_clear(); /* a signature the program's expressions refuse: no request brings it */
+            continue;
+        }
+        if (plan_lookup_locked(s, key, hash) || s->nplans >= MAX_PLANS) {
+            plan_free(s, pl); /* a request made it meanwhile; it has no graph to free yet */
+            continue;
+        }
+        plan_insert_locked(s, pl);
+        pl->graph_state = GRAPH_QUEUED;
+        /* least recently used: requested signatures stay ahead of prefilled ones */
+        lru_unlink(s, pl);
+        pl->prev = s->oldest;
+        pl->next = NULL;
+        if (s->oldest)
+            s->oldest->next = pl;
+        else
+            s->plans = pl;
+        s->oldest = pl;
+        return pl;
+    }
+    return NULL;
+}
+
 static void *capturer_main(void *arg)
 {
     tk_session *s = arg;
     pthread_mutex_lock(&s->lock);
     for (;;) {
-        while (!s->stop && !s->queue)
+        while (!s->stop && !s->queue && !(s->prefill_on && !s->prefill_done))
             pthread_cond_wait(&s->cond, &s->lock);
         if (s->stop)
             break;
         plan *pl = s->queue;
-        s->queue = pl->qnext;
-        if (!s->queue)
-            s->queue_tail = NULL;
-        pl->qnext = NULL;
+        if (pl) {
+            s->queue = pl->qnext;
+            if (!s->queue)
+                s->queue_tail = NULL;
+            pl->qnext = NULL;
+        } else if (!(pl = prefill_next_locked(s))) {
+            pthread_cond_broadcast(&s->cond); /* the prefill is done */
+            continue;
+        }
         s->in_capture = pl;
         unsigned gen = s->arena_gen;
         pthread_mutex_unlock(&s->lock);
@@ -1234,6 +1351,8 @@ static void capture_later(tk_session *s, plan *pl)
             goto failed;
         s->capturer = 1;
     }
+    if (s->prefill_allowed && !s->prefill_on)
+        s->prefill_on = 1; /* the session serves: capture the rest of its (small) space too */
     pl->graph_state = GRAPH_QUEUED;
     pl->qnext = NULL;
     if (s->queue_tail)

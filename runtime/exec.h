@@ -54,8 +54,12 @@ typedef struct tk_exec_stats {
 } tk_exec_stats;
 void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
 
-/* Waits until the capture thread has no signature left to capture (tests, benchmarks). */
+/* Waits until the capture thread has no signature left to capture, the prefill included (tests,
+ * benchmarks). */
 void tk_exec_session_wait_captures(tk_session *s);
+/* Turns the prefill off (tests that count eager runs and captures); it is on by default on a GPU
+ * when the program's symbol space has at most 1024 signatures, and starts with the first run. */
+void tk_exec_session_set_prefill(tk_session *s, int on);
 
 /* Turns CUDA graph replay off (0) or on (1, the default on a GPU), for comparisons. */
 void tk_exec_session_set_graphs(tk_session *s, int on);

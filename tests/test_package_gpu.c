@@ -87,6 +87,7 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
     tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU));
     tk_assert_ok(tk_exec_session_new(&e, fx.p, GPU));
     tk_exec_session_set_graphs(e, 0);
+    tk_exec_session_set_prefill(g, 0); /* this test counts eager runs and captures */
     /* the first run of a signature is eager and hands it to the capture thread; later runs
      * replay the graph it made */
     const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
@@ -131,6 +132,42 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
     assert_int_equal(st.arena_grows, grows);
     tk_session_free(g);
     tk_session_free(e);
+    fixture_release(&fx);
+}
+
+/* Prefill: after the first run, the capture thread captures every signature of the (small) symbol
+ * space; then every batch, run for the first time or not, replays a graph. */
+static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU));
+    tk_tensor *x = tp_input(5, 0), *y, *h;
+    run_to_host(s, x, &y, &h);
+    tp_check(x, y, h);
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.last_mode, TK_EXEC_EAGER);
+    tk_tensor_free(x);
+    tk_tensor_free(y);
+    tk_tensor_free(h);
+    tk_exec_session_wait_captures(s);
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.captures, TP_MAX_BATCH); /* batch 1..64, the run one included */
+    assert_int_equal(st.plans, TP_MAX_BATCH);
+    for (int64_t b = TP_MAX_BATCH; b >= 1; b -= 7) {
+        x = tp_input(b, (int)b);
+        run_to_host(s, x, &y, &h);
+        tp_check(x, y, h);
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.last_mode, TK_EXEC_REPLAYED);
+        tk_tensor_free(x);
+        tk_tensor_free(y);
+        tk_tensor_free(h);
+    }
+    tk_session_free(s);
     fixture_release(&fx);
 }
 
@@ -301,6 +338,7 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
     tk_exec_stats st;
     fixture_init(&fx);
     tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU));
+    tk_exec_session_set_prefill(g, 0);
     tk_ctx *ctx = tk_session_ctx(g);
     const int64_t oshape[] = {13, TP_OUT};
     tk_tensor *x = tp_input(13, 3), *dx = on_gpu(ctx, x), *dout[2], *other[2];
@@ -353,6 +391,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
+        cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
