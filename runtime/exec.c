@@ -391,6 +391,8 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
 #define PLAN_BUCKETS 2048 /* power of two */
 /* Symbol spaces up to this many signatures are captured whole, ahead of requests (prefill). */
 #define PREFILL_MAX 1024
+/* ... once the session has planned this many signatures: its shapes vary. */
+#define PREFILL_AFTER 16
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
@@ -452,9 +454,10 @@ struct tk_session {
     plan *queue, *queue_tail;
     plan *in_capture;
     size_t captures;        /* graphs captured */
-    /* Prefill: once the session has run, the capture thread also plans and captures every
-     * signature of a small symbol space (at most PREFILL_MAX) that no request brought yet, in
-     * order, requests first; so that a server's later first calls of a size replay too. */
+    /* Prefill: once the session has run PREFILL_AFTER signatures, the capture thread also plans
+     * and captures every signature of a small symbol space (at most PREFILL_MAX) that no request
+     * brought yet, in order, requests first; so that a server's later first calls of a size
+     * replay too. */
     int prefill_allowed;    /* graphs on and the space small enough */
     int prefill_on, prefill_done;
     int64_t prefill_key[64];
@@ -1351,8 +1354,10 @@ static void capture_later(tk_session *s, plan *pl)
             goto failed;
         s->capturer = 1;
     }
-    if (s->prefill_allowed && !s->prefill_on)
-        s->prefill_on = 1; /* the session serves: capture the rest of its (small) space too */
+    /* a session whose shapes vary (PREFILL_AFTER signatures so far) gets the rest of its small
+     * space captured too; one that serves a few shapes never pays for it */
+    if (s->prefill_allowed && !s->prefill_on && s->nplans >= PREFILL_AFTER)
+        s->prefill_on = 1;
     pl->graph_state = GRAPH_QUEUED;
     pl->qnext = NULL;
     if (s->queue_tail)
