@@ -262,20 +262,26 @@ int tk_sign_verify(const tk_sign_public *pub, const unsigned char sig[TK_SIGN_BY
 
 /* --- trust ------------------------------------------------------------------------------------ */
 
+/* name in tkexport's configuration folder (malloc'd), or NULL. */
+static char *config_file(const char *name)
+{
+    char *dir = tk_default_config_dir();
+    if (!dir)
+        return NULL;
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", dir, name);
+    free(dir);
+    return p;
+}
+
 char *tk_trust_file_path(void)
 {
     const char *e = getenv("TKEXPORT_TRUST_FILE");
     if (e && *e)
         return strdup(e);
-    char *dir = tk_default_config_dir();
-    if (!dir)
-        return NULL;
-    size_t n = strlen(dir) + 16;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/trusted_keys", dir);
-    free(dir);
-    return p;
+    return config_file("trusted_keys");
 }
 
 static int trust_push(tk_trust *t, const tk_sign_public *k)
@@ -462,15 +468,7 @@ done:
 
 char *tk_sign_default_key_path(void)
 {
-    char *dir = tk_default_config_dir();
-    if (!dir)
-        return NULL;
-    size_t n = strlen(dir) + 16;
-    char *p = malloc(n);
-    if (p)
-        snprintf(p, n, "%s/signing_key", dir);
-    free(dir);
-    return p;
+    return config_file("signing_key");
 }
 
 int tk_sign_key_default(tk_sign_key **out, int *created, char **key_path, char **trust_path)

@@ -124,23 +124,32 @@ static int check_layout(size_t *nbytes, tk_dtype dtype, int rank, const int64_t 
     return 0;
 }
 
-static tk_tensor *tensor_alloc(tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, size_t nbytes)
+void tk_tensor_view_init(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data)
 {
-    tk_tensor *t = calloc(1, sizeof(*t));
-    if (!t)
-        return NULL;
+    memset(t, 0, sizeof(*t));
     t->dtype = dtype;
     t->rank = rank;
     t->device = dev.kind == TK_DEVICE_CPU ? (tk_device){TK_DEVICE_CPU, 0} : dev;
-    t->nbytes = nbytes;
-    /* unsigned: an empty tensor's other dims may multiply past INT64_MAX (its strides are unused) */
+    size_t nbytes = tk_dtype_size(dtype);
     uint64_t stride = 1;
     for (int i = rank - 1; i >= 0; i--) {
         t->shape[i] = shape[i];
         t->dims[i] = TK_SYM(shape[i]);
         t->strides[i] = (int64_t)stride;
         stride *= shape[i] ? (uint64_t)shape[i] : 1u;
+        nbytes *= (size_t)shape[i]; /* the caller checked the product (check_layout or a plan) */
     }
+    t->nbytes = nbytes;
+    t->data = data;
+}
+
+static tk_tensor *tensor_alloc(tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, size_t nbytes)
+{
+    tk_tensor *t = malloc(sizeof(*t));
+    if (!t)
+        return NULL;
+    tk_tensor_view_init(t, dev, dtype, rank, shape, NULL);
+    t->nbytes = nbytes;
     return t;
 }
 
@@ -179,25 +188,6 @@ int tk_tensor_new(tk_tensor **out, tk_ctx *ctx, tk_device dev, tk_dtype dtype, i
 done:
     tk_tensor_free(t);
     return rc;
-}
-
-void tk_tensor_view_init(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data)
-{
-    memset(t, 0, sizeof(*t));
-    t->dtype = dtype;
-    t->rank = rank;
-    t->device = dev.kind == TK_DEVICE_CPU ? (tk_device){TK_DEVICE_CPU, 0} : dev;
-    size_t nbytes = tk_dtype_size(dtype);
-    uint64_t stride = 1;
-    for (int i = rank - 1; i >= 0; i--) {
-        t->shape[i] = shape[i];
-        t->dims[i] = TK_SYM(shape[i]);
-        t->strides[i] = (int64_t)stride;
-        stride *= shape[i] ? (uint64_t)shape[i] : 1u;
-        nbytes *= (size_t)shape[i];
-    }
-    t->nbytes = nbytes;
-    t->data = data;
 }
 
 int tk_tensor_wrap(tk_tensor **out, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data)
