@@ -633,11 +633,12 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
     memset(st, 0, sizeof(*st));
     if (!s)
         return;
-    st->plans = s->nplans;
     st->arena_bytes = s->arena_size;
     st->arena_grows = s->arena_grows;
     st->last_mode = s->last_mode;
+    /* the capture thread adds plans and graphs */
     pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    st->plans = s->nplans;
     st->captures = s->captures;
     pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 }
