@@ -22,6 +22,12 @@ void tk_program_register(tk_program_node *node)
 {
     if (!node || !node->def.name)
         return;
+    if (node->def.version != TK_PROGRAM_DEF_VERSION) {
+        tk_log(TK_LOG_WARN, "program '%s' (%s:%d) was built for program record version %u, this runtime reads %d; "
+                            "not registered", node->def.name, node->def.file ? node->def.file : "?", node->def.line,
+               node->def.version, TK_PROGRAM_DEF_VERSION);
+        return;
+    }
     pthread_mutex_lock(&programs_lock);
     tk_program_node **p = &programs;
     const tk_program_def *first = NULL;

@@ -81,7 +81,7 @@ static void error__code_is_per_thread(void **state)
 
 /* A program named twice: registering the second makes the runtime warn through the log (a
  * constructor has no caller to return an error to). */
-static tk_program_node first_def = {{"abi::twice", NULL, "first.c", 1, 0, {{0}}}, NULL};
+static tk_program_node first_def = {{TK_PROGRAM_DEF_VERSION, "abi::twice", NULL, "first.c", 1, 0, {{0}}}, NULL};
 
 static void warn_twice(tk_program_node *second)
 {
@@ -107,7 +107,7 @@ static void log__callback_gets_the_runtime_warnings(void **state)
 {
     (void)state;
     captured c = {0};
-    tk_program_node second = {{"abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
+    tk_program_node second = {{TK_PROGRAM_DEF_VERSION, "abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
     tk_program_register(&first_def);
     tk_log_set(capture, &c);
     warn_twice(&second);
@@ -127,7 +127,7 @@ static void log__default_writes_one_line_to_stderr(void **state)
     char path[] = TK_TEST_TMPDIR "/abi_stderr_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    tk_program_node second = {{"abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
+    tk_program_node second = {{TK_PROGRAM_DEF_VERSION, "abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
     tk_program_register(&first_def);
 
     /* a callback, then back to the default: stderr again */
@@ -192,7 +192,7 @@ static void log__set_while_other_threads_log(void **state)
     tk_program_register(&first_def);
     tk_log_set(count_a, &calls_a);
     for (int i = 0; i < LOG_THREADS; i++) {
-        seconds[i] = (tk_program_node){{"abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
+        seconds[i] = (tk_program_node){{TK_PROGRAM_DEF_VERSION, "abi::twice", NULL, "second.c", 2, 0, {{0}}}, NULL};
         assert_int_equal(pthread_create(&threads[i], NULL, warn_rounds, &seconds[i]), 0);
     }
     /* every message reaches one of the two, with the user pointer that was set with it */

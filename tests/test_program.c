@@ -160,6 +160,20 @@ static void registry__programs_are_found_with_their_declaration(void **state)
     assert_null(tk_program_at(tk_program_count()));
 }
 
+/* A TK_PROGRAM record built against another layout is left out (with a warning), not misread. */
+static void registry__a_record_of_another_version_is_not_registered(void **state)
+{
+    (void)state;
+    static tk_program_node node;
+    node.def = *tk_program_find("test::pair");
+    node.def.name = "test::future";
+    node.def.version = TK_PROGRAM_DEF_VERSION + 1;
+    size_t n = tk_program_count();
+    tk_program_register(&node); /* warns through the log */
+    assert_int_equal(tk_program_count(), n);
+    assert_null(tk_program_find("test::future"));
+}
+
 static void registry__a_duplicate_keeps_the_first_and_unregister_removes(void **state)
 {
     (void)state;
@@ -534,6 +548,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(registry__programs_are_found_with_their_declaration),
         cmocka_unit_test(registry__a_duplicate_keeps_the_first_and_unregister_removes),
+        cmocka_unit_test(registry__a_record_of_another_version_is_not_registered),
         cmocka_unit_test(input__declarations_copy_their_dims),
         cmocka_unit_test(run__computes_the_model_on_the_cpu),
         cmocka_unit_test(run__inputs_are_checked_against_the_declaration),

@@ -45,7 +45,10 @@ tk_input_spec tk__input(const char *name, tk_dtype dtype, int rank, const tk_dim
  * returns 0 or a negative tk_error_code. */
 typedef int (*tk_program_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor **out);
 
+#define TK_PROGRAM_DEF_VERSION 1
+
 typedef struct tk_program_def {
+    unsigned version; /* TK_PROGRAM_DEF_VERSION */
     const char *name;
     tk_program_fn body;
     const char *file;
@@ -72,6 +75,7 @@ void tk_program_unregister(tk_program_node *node);
     {                                                                                     \
         const tk_input_spec ins[] = {__VA_ARGS__};                                        \
         tk_program_def *d = &tk__prog_node_##fn.def;                                      \
+        d->version = TK_PROGRAM_DEF_VERSION;                                              \
         d->name = (prog_name);                                                            \
         d->body = fn;                                                                     \
         d->file = __FILE__;                                                               \
