@@ -77,15 +77,9 @@ static void *many_worker(void *arg)
 {
     many *m = arg;
     for (size_t i; (i = atomic_fetch_add(&m->next, 1)) < m->njobs;) {
-        uint8_t d[32];
-        unsigned len = 0;
         tk_sha256_job *j = &m->jobs[i];
-        if (EVP_Digest(j->n ? j->data : "", j->n, d, &len, EVP_sha256(), NULL) != 1 || len != 32) {
-            j->hex[0] = '\0';
+        if (tk_sha256_hex(j->data, j->n, j->hex)) /* its message stays on this worker's thread */
             atomic_store(&m->failed, 1);
-        } else {
-            tk_sha256_to_hex(d, j->hex);
-        }
     }
     return NULL;
 }

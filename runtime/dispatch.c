@@ -239,7 +239,7 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
                      int nin, tk_tensor **out, int nout)
 {
     const tk_op_def *def = op->def;
-    const tk_schema sc = op->schema;
+    const tk_schema *sc = &op->schema;
     const char *name = def->name;
     tk_tensor *inputs[TK_SCHEMA_MAX] = {0};
     tk_tensor_spec specs[TK_SCHEMA_MAX];
@@ -251,19 +251,19 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
     int tracing = ctx->mode == TK_MODE_TRACE;
     if (tracing && (!ctx->tracer || !ctx->tracer->on_op))
         return tk_error_set(TK_EINTERNAL, "op '%s' called on a context in trace mode without a tracer", name);
-    if (nin < sc.nrequired || nin > sc.nargs || (nin && !in)) {
-        if (sc.nrequired == sc.nargs)
-            return tk_error_set(TK_EINVAL, "op '%s' takes %d input%s, got %d", name, sc.nargs,
-                                sc.nargs == 1 ? "" : "s", nin);
-        return tk_error_set(TK_EINVAL, "op '%s' takes %d to %d inputs, got %d", name, sc.nrequired, sc.nargs, nin);
+    if (nin < sc->nrequired || nin > sc->nargs || (nin && !in)) {
+        if (sc->nrequired == sc->nargs)
+            return tk_error_set(TK_EINVAL, "op '%s' takes %d input%s, got %d", name, sc->nargs,
+                                sc->nargs == 1 ? "" : "s", nin);
+        return tk_error_set(TK_EINVAL, "op '%s' takes %d to %d inputs, got %d", name, sc->nrequired, sc->nargs, nin);
     }
-    if (nout != sc.nrets || (nout && !out))
-        return tk_error_set(TK_EINVAL, "op '%s' returns %d output%s, got %d output slot%s", name, sc.nrets,
-                            sc.nrets == 1 ? "" : "s", nout, nout == 1 ? "" : "s");
+    if (nout != sc->nrets || (nout && !out))
+        return tk_error_set(TK_EINVAL, "op '%s' returns %d output%s, got %d output slot%s", name, sc->nrets,
+                            sc->nrets == 1 ? "" : "s", nout, nout == 1 ? "" : "s");
     /* inputs the caller left out (trailing ones with defaults) reach the op as NULL */
     for (int i = 0; i < nin; i++) {
         inputs[i] = in[i];
-        if (!in[i] && i < sc.nrequired)
+        if (!in[i] && i < sc->nrequired)
             return null_input(name, i);
         if (in[i] && !tracing && !same_device(in[i]->device, ctx->device))
             return tk_error_set(TK_EINVAL, "input %d of op '%s' is on '%s', the context is on '%s'", i + 1, name,

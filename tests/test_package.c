@@ -508,13 +508,10 @@ static void *read_all(const char *path, size_t *len)
     return buf;
 }
 
-/* y = test_module::neg(x) with the op in the package's host object (test_ops_module.c). */
-static void package__host_object_is_loaded_and_unloaded(void **state)
+/* test::neg: y = test_module::neg(x), x [n] with n in [1, 100]; the op lives in the package's
+ * host object (test_ops_module.c). */
+static tk_program_model *neg_model(void)
 {
-    (void)state;
-    char path[1024];
-    size_t wlen, len, hlen;
-    void *w = tp_weights(&wlen), *host = read_all(TK_TEST_OPS_MODULE, &hlen);
     tk_program_model *m;
     tk_assert_ok(tk_program_model_new(&m, "test::neg"));
     assert_non_null(tk_pm_add_symbol(m, "n", 1, 100));
@@ -524,6 +521,17 @@ static void package__host_object_is_loaded_and_unloaded(void **state)
     tp_set(m, &n->outputs[0], 1, NULL, 1, "n", 0, 0);
     tp_set(m, tk_pm_add_output(m), 1, NULL, 1, "n", 0, 0);
     tp_op(m, "test_module::neg", "(Tensor x) -> Tensor", 0);
+    return m;
+}
+
+/* y = test_module::neg(x) with the op in the package's host object (test_ops_module.c). */
+static void package__host_object_is_loaded_and_unloaded(void **state)
+{
+    (void)state;
+    char path[1024];
+    size_t wlen, len, hlen;
+    void *w = tp_weights(&wlen), *host = read_all(TK_TEST_OPS_MODULE, &hlen);
+    tk_program_model *m = neg_model();
     void *zip = tp_package(&len, m, w, wlen, host, hlen);
     package_path(path, sizeof path, "package_host.tkpkg");
     tp_write_file(path, zip, len);
@@ -874,15 +882,7 @@ static void package__altered_after_signing_is_refused(void **state)
     char path[1024], bad_path[1024];
     size_t wlen, len, hlen, blen, tlen;
     void *w = tp_weights(&wlen), *host = read_all(TK_TEST_OPS_MODULE, &hlen);
-    tk_program_model *m;
-    tk_assert_ok(tk_program_model_new(&m, "test::neg"));
-    assert_non_null(tk_pm_add_symbol(m, "n", 1, 100));
-    tp_set(m, tk_pm_add_input(m), 0, "x", 1, "n", 0, 0);
-    tk_pm_node *n = tk_pm_add_node(m, "test_module::neg", 1, 1, "model.c", 1);
-    n->inputs[0] = 0;
-    tp_set(m, &n->outputs[0], 1, NULL, 1, "n", 0, 0);
-    tp_set(m, tk_pm_add_output(m), 1, NULL, 1, "n", 0, 0);
-    tp_op(m, "test_module::neg", "(Tensor x) -> Tensor", 0);
+    tk_program_model *m = neg_model();
     void *zip = tp_package(&len, m, w, wlen, host, hlen);
     package_path(path, sizeof path, "package_signed_host.tkpkg");
     tp_write_file(path, zip, len);

@@ -75,6 +75,20 @@ static void run_to_host(tk_session *s, tk_tensor *x, tk_tensor **y, tk_tensor **
     }
 }
 
+/* Runs s on a fresh input of this batch, checks y and h against the reference; the run's mode. */
+static tk_exec_mode run_checked(tk_session *s, int64_t batch, int seed)
+{
+    tk_exec_stats st;
+    tk_tensor *x = tp_input(batch, seed), *y, *h;
+    run_to_host(s, x, &y, &h);
+    tp_check(x, y, h);
+    tk_exec_session_stats(s, &st);
+    tk_tensor_free(x);
+    tk_tensor_free(y);
+    tk_tensor_free(h);
+    return st.last_mode;
+}
+
 /* The built-in kernels compute in float with their own instruction order: within 1e-5 of the
  * host reference, as tp_check allows. */
 static void gpu__graph_replay_matches_eager_and_reference(void **state)
@@ -143,43 +157,22 @@ static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
     fixture fx;
     tk_session *s;
     tk_exec_stats st;
-    tk_tensor *x, *y, *h;
     fixture_init(&fx);
     tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU));
-    for (int64_t b = 1; b <= 4; b++) { /* a few shapes: no prefill */
-        x = tp_input(b, (int)b);
-        run_to_host(s, x, &y, &h);
-        tp_check(x, y, h);
-        tk_tensor_free(x);
-        tk_tensor_free(y);
-        tk_tensor_free(h);
-    }
+    for (int64_t b = 1; b <= 4; b++) /* a few shapes: no prefill */
+        run_checked(s, b, (int)b);
     tk_exec_session_wait_captures(s);
     tk_exec_session_stats(s, &st);
     assert_int_equal(st.captures, 4);
     assert_int_equal(st.plans, 4);
-    for (int64_t b = 41; b <= 52; b++) { /* shapes that vary: 16 signatures in all */
-        x = tp_input(b, (int)b);
-        run_to_host(s, x, &y, &h);
-        tp_check(x, y, h);
-        tk_tensor_free(x);
-        tk_tensor_free(y);
-        tk_tensor_free(h);
-    }
+    for (int64_t b = 41; b <= 52; b++) /* shapes that vary: 16 signatures in all */
+        run_checked(s, b, (int)b);
     tk_exec_session_wait_captures(s);
     tk_exec_session_stats(s, &st);
     assert_int_equal(st.captures, TP_MAX_BATCH); /* batch 1..64 */
     assert_int_equal(st.plans, TP_MAX_BATCH);
-    for (int64_t b = TP_MAX_BATCH; b >= 1; b -= 7) {
-        x = tp_input(b, (int)b);
-        run_to_host(s, x, &y, &h);
-        tp_check(x, y, h);
-        tk_exec_session_stats(s, &st);
-        assert_int_equal(st.last_mode, TK_EXEC_REPLAYED);
-        tk_tensor_free(x);
-        tk_tensor_free(y);
-        tk_tensor_free(h);
-    }
+    for (int64_t b = TP_MAX_BATCH; b >= 1; b -= 7)
+        assert_int_equal(run_checked(s, b, (int)b), TK_EXEC_REPLAYED);
     tk_session_free(s);
     fixture_release(&fx);
 }
@@ -198,14 +191,7 @@ static void gpu__a_new_batch_every_call_stays_correct(void **state)
     size_t replayed = 0;
     for (int i = 0; i < 300; i++) {
         seed = seed * 1103515245u + 12345u;
-        tk_tensor *x = tp_input(1 + (int64_t)((seed >> 8) % TP_MAX_BATCH), i), *y, *h;
-        run_to_host(s, x, &y, &h);
-        tp_check(x, y, h);
-        tk_exec_session_stats(s, &st);
-        replayed += st.last_mode == TK_EXEC_REPLAYED;
-        tk_tensor_free(x);
-        tk_tensor_free(y);
-        tk_tensor_free(h);
+        replayed += run_checked(s, 1 + (int64_t)((seed >> 8) % TP_MAX_BATCH), i) == TK_EXEC_REPLAYED;
     }
     tk_exec_session_wait_captures(s);
     tk_exec_session_stats(s, &st);
