@@ -3,7 +3,7 @@
  * input-shape signature in one allocation, run each node and, on a GPU, replay CUDA graphs.
  *
  * Plans. The key of a plan is the vector of the program's symbol values (every shape follows from
- * it); each session keeps up to MAX_PLANS of them in a hash table, the least recently used going
+ * it); each session keeps up to max_plans of them (1024 unless its options say) in a hash table, the least recently used going
  * first. A plan gives each value kept in the session's arena a 256-byte aligned offset: values
  * are placed in program order at the lowest offset that overlaps no value alive at the same time
  * (lifetimes in node indices; a node's inputs and outputs never share). The arena is one
@@ -15,8 +15,9 @@
  * signature's staged graph on a context of its own: there the inputs and outputs are arena slots,
  * so the graph bakes only arena and weight pointers, and later runs copy the caller's inputs into
  * the slots, launch the graph and copy the outputs out. A caller that runs one shape on the same
- * device tensors again gets, from its second such run, a direct graph captured on those tensors
- * (no copies). A CPU session is eager only and reads and writes the caller's tensors in place. */
+ * device tensors twice in a row has the capture thread make a direct graph on those tensors' own
+ * pointers (no copies), replayed whenever that shape comes again with those tensors. A CPU
+ * session is eager only and reads and writes the caller's tensors in place. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdint.h>
@@ -385,13 +386,12 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
 
 /* At most this many inputs plus outputs for direct graphs. */
 #define TK_DIRECT_MAX 32
-/* Plans kept per session (each a few hundred bytes plus, on a GPU, its graph): enough that a
- * batch drawn anew on every call from [1, 1024] stops missing once each size was seen. */
-#define MAX_PLANS 1024
-#define PLAN_BUCKETS 2048 /* power of two */
-/* Symbol spaces up to this many signatures are captured whole, ahead of requests (prefill). */
-#define PREFILL_MAX 1024
-/* ... once the session has planned this many signatures: its shapes vary. */
+/* Plans kept per session by default (each a few hundred bytes plus, on a GPU, its graph): enough
+ * that a batch drawn anew on every call from [1, 1024] stops missing once each size was seen.
+ * tk_session_options.max_shapes sets another bound; symbol spaces up to that many signatures are
+ * captured whole, ahead of requests (prefill). */
+#define DEFAULT_MAX_PLANS 1024
+/* The automatic prefill starts once the session has planned this many signatures: its shapes vary. */
 #define PREFILL_AFTER 16
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
@@ -409,14 +409,17 @@ typedef struct plan {
     unsigned graph_arena;  /* the arena generation the graph's pointers belong to */
     /* The direct graph: captured with the caller's input and output pointers themselves, for
      * callers that run the same shape on the same tensors again and again (a serving loop, a
-     * benchmark), which then skip the staging copies. Used once two consecutive runs brought the
-     * same pointers; any other pointers take the staged path. */
+     * benchmark, a server's buffers at the largest shape), which then skip the staging copies.
+     * Asked of the capture thread once two consecutive runs brought the same pointers (ptrs); the
+     * graph bakes dptrs and runs only for those. Other pointers take the staged path. */
     void *ptrs[TK_DIRECT_MAX];
     size_t nptrs;
     size_t same_ptr_runs;
-    int direct_state;
+    int direct_state;              /* under the session's lock, as everything below */
     void *direct;
+    void *dptrs[TK_DIRECT_MAX];    /* the pointers direct bakes (or will, while queued) */
     unsigned direct_arena;
+    int in_queue;
     struct plan *prev, *next; /* most recently used first */
     struct plan *hnext;       /* the hash bucket's chain */
     struct plan *qnext;       /* the capture queue */
@@ -433,8 +436,9 @@ struct tk_session {
     size_t arena_size, arena_grows;
     unsigned arena_gen;
     plan *plans, *oldest; /* most recently used first */
-    size_t nplans;
-    plan *buckets[PLAN_BUCKETS];
+    size_t nplans, max_plans;
+    plan **buckets;       /* nbuckets chains, a power of two at least twice max_plans */
+    size_t nbuckets;
     tk_tensor *views; /* nvalues tensors over the arena for a run (no allocation per call) */
     tk_tensor **t;    /* nvalues: each value's tensor in a run */
     tk_node_profile *profile;
@@ -453,11 +457,13 @@ struct tk_session {
     pthread_t thread;
     plan *queue, *queue_tail;
     plan *in_capture;
-    size_t captures;        /* graphs captured */
-    /* Prefill: once the session has run PREFILL_AFTER signatures, the capture thread also plans
-     * and captures every signature of a small symbol space (at most PREFILL_MAX) that no request
-     * brought yet, in order, requests first; so that a server's later first calls of a size
-     * replay too. */
+    size_t captures;        /* staged graphs captured */
+    size_t direct_captures; /* direct graphs captured */
+    int last_direct;        /* the last run replayed a direct graph */
+    /* Prefill: the capture thread also plans and captures every signature of a small symbol
+     * space (at most max_plans) that no request brought yet, in order, requests first; so that a
+     * server's later first calls of a size replay too. It starts once the session has run
+     * PREFILL_AFTER signatures (TK_PREFILL_AUTO) or at creation (TK_PREFILL_NOW). */
     int prefill_allowed;    /* graphs on and the space small enough */
     int prefill_on, prefill_done;
     int64_t prefill_key[64];
@@ -486,11 +492,26 @@ static void arena_presize(tk_session *s)
     tk_error_clear();
 }
 
-int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
+static int capturer_start_locked(tk_session *s);
+
+int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, const tk_session_options *opts)
 {
+    static const tk_session_options defaults = TK_SESSION_OPTIONS_INIT;
     *out = NULL;
     if (!p)
         return tk_error_set(TK_EINVAL, "tk_session_new: no program");
+    if (!opts)
+        opts = &defaults;
+    if (opts->version != TK_SESSION_OPTIONS_VERSION)
+        return tk_error_set(TK_EINVAL, "tk_session_new_ex: options version %u, this libtkrt knows version %u "
+                                       "(initialize them with TK_SESSION_OPTIONS_INIT)",
+                            opts->version, (unsigned)TK_SESSION_OPTIONS_VERSION);
+    if (opts->prefill != TK_PREFILL_AUTO && opts->prefill != TK_PREFILL_NOW && opts->prefill != TK_PREFILL_OFF)
+        return tk_error_set(TK_EINVAL, "tk_session_new_ex: prefill %d is not TK_PREFILL_AUTO, _NOW or _OFF",
+                            (int)opts->prefill);
+    if (opts->max_shapes > TK_SESSION_MAX_SHAPES)
+        return tk_error_set(TK_EINVAL, "tk_session_new_ex: max_shapes %zu is above %zu", opts->max_shapes,
+                            (size_t)TK_SESSION_MAX_SHAPES);
     tk_session *s = calloc(1, sizeof(*s));
     if (!s)
         return tk_error_set(TK_ENOMEM, "out of memory");
@@ -498,7 +519,11 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
     pthread_mutex_init(&s->lock, NULL);
     pthread_cond_init(&s->cond, NULL);
     int rc = 0;
-    if (!(s->views = calloc(p->nvalues + 1, sizeof(tk_tensor))) || !(s->t = calloc(p->nvalues + 1, sizeof(tk_tensor *))))
+    s->max_plans = opts->max_shapes ? opts->max_shapes : DEFAULT_MAX_PLANS;
+    for (s->nbuckets = 16; s->nbuckets < 2 * s->max_plans; s->nbuckets <<= 1)
+        ;
+    if (!(s->views = calloc(p->nvalues + 1, sizeof(tk_tensor))) || !(s->t = calloc(p->nvalues + 1, sizeof(tk_tensor *))) ||
+        !(s->buckets = calloc(s->nbuckets, sizeof(plan *))))
         rc = tk_error_set(TK_ENOMEM, "out of memory");
     if (!rc)
         rc = tk_ctx_new(&s->ctx, dev);
@@ -514,13 +539,21 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev)
         arena_presize(s);
     /* the symbol space: small enough to capture whole? */
     const tk_program_model *m = p->m;
-    uint64_t space = 1;
-    for (size_t k = 0; k < m->nsymbols && space <= PREFILL_MAX; k++) {
+    uint64_t space = 1, limit = s->max_plans;
+    for (size_t k = 0; k < m->nsymbols && space <= limit; k++) {
         s->prefill_key[k] = m->symbols[k].min;
         uint64_t n = m->symbols[k].max >= m->symbols[k].min ? (uint64_t)(m->symbols[k].max - m->symbols[k].min) + 1 : 0;
-        space = n && space <= PREFILL_MAX / n ? space * n : PREFILL_MAX + 1;
+        space = n && space <= limit / n ? space * n : limit + 1;
     }
-    s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= PREFILL_MAX;
+    s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= limit && opts->prefill != TK_PREFILL_OFF;
+    if (s->prefill_allowed && opts->prefill == TK_PREFILL_NOW) {
+        pthread_mutex_lock(&s->lock);
+        if (capturer_start_locked(s) == 0) {
+            s->prefill_on = 1;
+            pthread_cond_signal(&s->cond);
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
     *out = s;
     return 0;
 }
@@ -592,6 +625,7 @@ void tk_session_free(tk_session *s)
     free(s->cap_t);
     free(s->views);
     free(s->t);
+    free(s->buckets);
     tk_ctx_free(s->ctx);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
@@ -640,6 +674,8 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
     pthread_mutex_lock((pthread_mutex_t *)&s->lock);
     st->plans = s->nplans;
     st->captures = s->captures;
+    st->direct_captures = s->direct_captures;
+    st->last_direct = s->last_direct;
     pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
 }
 
@@ -657,6 +693,21 @@ void tk_exec_session_wait_captures(tk_session *s)
     while (s->capturer && (s->queue || s->in_capture || (s->prefill_on && !s->prefill_done)))
         pthread_cond_wait(&s->cond, &s->lock);
     pthread_mutex_unlock(&s->lock);
+}
+
+int tk_session_wait_ready(tk_session *s)
+{
+    if (!s)
+        return tk_error_set(TK_EINVAL, "tk_session_wait_ready: no session");
+    pthread_mutex_lock(&s->lock);
+    while (s->capturer && s->prefill_on && !s->prefill_done && !s->stop)
+        pthread_cond_wait(&s->cond, &s->lock);
+    /* the walk is over; the last signature it handed out may still be under capture */
+    while (s->capturer && s->prefill_on && s->in_capture)
+        pthread_cond_wait(&s->cond, &s->lock);
+    int ready = s->capturer && s->prefill_on && s->prefill_done && s->graphs;
+    pthread_mutex_unlock(&s->lock);
+    return ready;
 }
 
 void tk_exec_session_set_prefill(tk_session *s, int on)
@@ -935,7 +986,7 @@ static void lru_push_front(tk_session *s, plan *pl)
 static plan *plan_lookup_locked(tk_session *s, const int64_t *key, uint64_t hash)
 {
     size_t keylen = sizeof(int64_t) * (size_t)s->p->nsyms;
-    for (plan *pl = s->buckets[hash & (PLAN_BUCKETS - 1)]; pl; pl = pl->hnext)
+    for (plan *pl = s->buckets[hash & (s->nbuckets - 1)]; pl; pl = pl->hnext)
         if (pl->hash == hash && !memcmp(pl->key, key, keylen))
             return pl;
     return NULL;
@@ -943,7 +994,7 @@ static plan *plan_lookup_locked(tk_session *s, const int64_t *key, uint64_t hash
 
 static void plan_insert_locked(tk_session *s, plan *pl)
 {
-    plan **bucket = &s->buckets[pl->hash & (PLAN_BUCKETS - 1)];
+    plan **bucket = &s->buckets[pl->hash & (s->nbuckets - 1)];
     pl->hnext = *bucket;
     *bucket = pl;
     lru_push_front(s, pl);
@@ -959,7 +1010,7 @@ static plan *plan_evict_locked(tk_session *s)
         pl = pl->prev;
     if (!pl)
         return NULL;
-    if (pl->graph_state == GRAPH_QUEUED) {
+    if (pl->in_queue) {
         plan **q = &s->queue, *last = NULL;
         while (*q && *q != pl) {
             last = *q;
@@ -972,7 +1023,7 @@ static plan *plan_evict_locked(tk_session *s)
         }
     }
     lru_unlink(s, pl);
-    for (plan **h = &s->buckets[pl->hash & (PLAN_BUCKETS - 1)]; *h; h = &(*h)->hnext) {
+    for (plan **h = &s->buckets[pl->hash & (s->nbuckets - 1)]; *h; h = &(*h)->hnext) {
         if (*h == pl) {
             *h = pl->hnext;
             break;
@@ -983,7 +1034,7 @@ static plan *plan_evict_locked(tk_session *s)
 }
 
 /* The plan of this signature: found through its hash and moved to the front, or made (the least
- * recently used one beyond MAX_PLANS goes). The table is shared with the capture thread, which
+ * recently used one beyond max_plans goes). The table is shared with the capture thread, which
  * adds the plans of signatures not run yet (prefill). */
 static int plan_get(tk_session *s, const binding *b, plan **out)
 {
@@ -1009,7 +1060,7 @@ static int plan_get(tk_session *s, const binding *b, plan **out)
         victim = pl;
         pl = other;
     } else {
-        if (s->nplans >= MAX_PLANS)
+        if (s->nplans >= s->max_plans)
             victim = plan_evict_locked(s);
         plan_insert_locked(s, pl);
     }
@@ -1183,18 +1234,20 @@ static int capture(tk_session *s, tk_ctx *ctx, tk_tensor **t, void **exec)
 typedef enum bind_mode {
     BIND_DIRECT, /* inputs and outputs are the caller's tensors, intermediates in the arena */
     BIND_STAGED, /* inputs copied into arena slots, outputs in arena slots (copied out after) */
-    BIND_ARENA   /* the capture thread: inputs and outputs in arena slots, nothing copied */
+    BIND_ARENA,  /* the capture thread: inputs and outputs in arena slots, nothing copied */
+    BIND_PTRS    /* the capture thread's direct graphs: inputs and outputs at the caller's pointers
+                    (ptrs: inputs, then outputs), as contiguous tensors of the plan's shapes */
 } bind_mode;
 
 /* Tensors for every value of this run into t[] (views[] holds the arena views): inputs, parameters,
  * arena views and outputs (the caller's or new ones, noted in made[]). */
 static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mode, tk_tensor *const *in,
-                        tk_tensor **out, tk_tensor **t, tk_tensor *views, unsigned char *made)
+                        tk_tensor **out, tk_tensor **t, tk_tensor *views, unsigned char *made, void *const *ptrs)
 {
     const tk_exec_program *p = s->p;
     tk_device dev = s->ctx->device;
     int rc;
-    for (size_t i = 0; mode != BIND_ARENA && i < p->m->noutputs; i++) {
+    for (size_t i = 0; (mode == BIND_DIRECT || mode == BIND_STAGED) && i < p->m->noutputs; i++) {
         const xvalue *x = &p->values[p->outputs[i]];
         if (out[i])
             continue;
@@ -1205,7 +1258,11 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
     }
     for (size_t v = 0; v < p->nvalues; v++) {
         const xvalue *x = &p->values[v];
-        if (mode == BIND_DIRECT && x->kind == V_INPUT) {
+        if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
+            void *at = ptrs[x->kind == V_INPUT ? (size_t)x->index : p->m->ninputs + (size_t)x->output];
+            tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);
+            t[v] = &views[v];
+        } else if (mode == BIND_DIRECT && x->kind == V_INPUT) {
             t[v] = in[x->index];
         } else if (mode == BIND_DIRECT && x->kind == V_NODE && x->output >= 0) {
             t[v] = out[x->output];
@@ -1257,7 +1314,7 @@ static plan *prefill_next_locked(tk_session *s)
             pl->graph_state = GRAPH_QUEUED; /* so that no request queues it while it is captured */
             return pl;
         }
-        if (s->nplans >= MAX_PLANS) {
+        if (s->nplans >= s->max_plans) {
             s->prefill_done = 1;
             break;
         }
@@ -1268,7 +1325,7 @@ static plan *prefill_next_locked(tk_session *s)
             tk_error_clear(); /* a signature the program's expressions refuse: no request brings it */
             continue;
         }
-        if (plan_lookup_locked(s, key, hash) || s->nplans >= MAX_PLANS) {
+        if (plan_lookup_locked(s, key, hash) || s->nplans >= s->max_plans) {
             plan_free(s, pl); /* a request made it meanwhile; it has no graph to free yet */
             continue;
         }
@@ -1288,9 +1345,22 @@ static plan *prefill_next_locked(tk_session *s)
     return NULL;
 }
 
+/* One capture on the capture thread's context: the staged graph (BIND_ARENA) or the direct graph
+ * on ptrs (BIND_PTRS); NULL when the capture failed (the error cleared). */
+static void *capture_one(tk_session *s, plan *pl, bind_mode mode, void *const *ptrs)
+{
+    void *exec = NULL;
+    int rc = bind_tensors(s, s->cap_ctx, pl, mode, NULL, NULL, s->cap_t, s->cap_views, NULL, ptrs);
+    if (!rc)
+        capture(s, s->cap_ctx, s->cap_t, &exec);
+    tk_error_clear();
+    return exec;
+}
+
 static void *capturer_main(void *arg)
 {
     tk_session *s = arg;
+    void *ptrs[TK_DIRECT_MAX];
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (!s->stop && !s->queue && !(s->prefill_on && !s->prefill_done))
@@ -1303,31 +1373,45 @@ static void *capturer_main(void *arg)
             if (!s->queue)
                 s->queue_tail = NULL;
             pl->qnext = NULL;
+            pl->in_queue = 0;
         } else if (!(pl = prefill_next_locked(s))) {
             pthread_cond_broadcast(&s->cond); /* the prefill is done */
             continue;
         }
         s->in_capture = pl;
         unsigned gen = s->arena_gen;
+        int staged = pl->graph_state == GRAPH_QUEUED, direct = pl->direct_state == GRAPH_QUEUED;
+        if (direct)
+            memcpy(ptrs, pl->dptrs, sizeof ptrs);
         pthread_mutex_unlock(&s->lock);
 
         /* the arena stays put until in_capture is cleared (arena_reserve waits for it) */
-        void *exec = NULL;
-        int rc = bind_tensors(s, s->cap_ctx, pl, BIND_ARENA, NULL, NULL, s->cap_t, s->cap_views, NULL);
-        if (!rc)
-            rc = capture(s, s->cap_ctx, s->cap_t, &exec);
-        tk_error_clear();
+        void *exec = staged ? capture_one(s, pl, BIND_ARENA, NULL) : NULL;
+        void *dexec = direct ? capture_one(s, pl, BIND_PTRS, ptrs) : NULL;
 
         pthread_mutex_lock(&s->lock);
-        if (exec && gen == s->arena_gen) {
+        if (staged && exec && gen == s->arena_gen) {
             pl->graph = exec;
             pl->graph_arena = gen;
             pl->graph_state = GRAPH_READY;
             s->captures++;
-        } else {
+        } else if (staged) {
             if (exec)
                 tk_cuda_graph_free(s->cap_ctx, exec);
             pl->graph_state = exec ? GRAPH_NONE : GRAPH_NEVER;
+        }
+        /* a request that brought other pointers meanwhile changed dptrs: this graph is stale */
+        if (direct && dexec && gen == s->arena_gen && pl->direct_state == GRAPH_QUEUED &&
+            !memcmp(ptrs, pl->dptrs, sizeof ptrs)) {
+            pl->direct = dexec;
+            pl->direct_arena = gen;
+            pl->direct_state = GRAPH_READY;
+            s->direct_captures++;
+        } else if (direct) {
+            if (dexec)
+                tk_cuda_graph_free(s->cap_ctx, dexec);
+            if (pl->direct_state == GRAPH_QUEUED)
+                pl->direct_state = dexec ? GRAPH_NONE : GRAPH_NEVER;
         }
         s->in_capture = NULL;
         pthread_cond_broadcast(&s->cond);
@@ -1336,30 +1420,35 @@ static void *capturer_main(void *arg)
     return NULL;
 }
 
-/* Asks the capture thread for pl's staged graph (started on first need, with its own context). */
-static void capture_later(tk_session *s, plan *pl)
+/* With the lock held: the capture thread runs (started now, with its context, if need be); else
+ * -1, and the session runs eagerly from then on. */
+static int capturer_start_locked(tk_session *s)
 {
-    pthread_mutex_lock(&s->lock);
-    if (pl->graph_state != GRAPH_NONE)
-        goto done;
-    if (!s->capturer) {
-        const size_t n = s->p->nvalues + 1;
-        if (!s->cap_ctx && tk_ctx_new(&s->cap_ctx, s->ctx->device))
-            goto failed;
-        s->cap_ctx->stream_owner = s->ctx;
-        if ((!s->cap_views && !(s->cap_views = calloc(n, sizeof(tk_tensor)))) ||
-            (!s->cap_t && !(s->cap_t = calloc(n, sizeof(tk_tensor *)))))
-            goto failed;
-        s->stop = 0;
-        if (pthread_create(&s->thread, NULL, capturer_main, s) != 0)
-            goto failed;
-        s->capturer = 1;
-    }
-    /* a session whose shapes vary (PREFILL_AFTER signatures so far) gets the rest of its small
-     * space captured too; one that serves a few shapes never pays for it */
-    if (s->prefill_allowed && !s->prefill_on && s->nplans >= PREFILL_AFTER)
-        s->prefill_on = 1;
-    pl->graph_state = GRAPH_QUEUED;
+    if (s->capturer)
+        return 0;
+    const size_t n = s->p->nvalues + 1;
+    if ((!s->cap_ctx && tk_ctx_new(&s->cap_ctx, s->ctx->device)) ||
+        (!s->cap_views && !(s->cap_views = calloc(n, sizeof(tk_tensor)))) ||
+        (!s->cap_t && !(s->cap_t = calloc(n, sizeof(tk_tensor *)))))
+        goto failed;
+    s->cap_ctx->stream_owner = s->ctx;
+    s->stop = 0;
+    if (pthread_create(&s->thread, NULL, capturer_main, s) != 0)
+        goto failed;
+    s->capturer = 1;
+    return 0;
+failed:
+    s->graphs = 0;
+    tk_error_clear();
+    return -1;
+}
+
+/* With the lock held: pl joins the capture queue (unless it is there) for what its states ask. */
+static void enqueue_locked(tk_session *s, plan *pl)
+{
+    if (pl->in_queue || capturer_start_locked(s))
+        return;
+    pl->in_queue = 1;
     pl->qnext = NULL;
     if (s->queue_tail)
         s->queue_tail->qnext = pl;
@@ -1367,12 +1456,20 @@ static void capture_later(tk_session *s, plan *pl)
         s->queue = pl;
     s->queue_tail = pl;
     pthread_cond_signal(&s->cond);
-    goto done;
-failed:
-    /* no thread for captures: this session runs eagerly */
-    s->graphs = 0;
-    tk_error_clear();
-done:
+}
+
+/* Asks the capture thread for pl's staged graph (started on first need, with its own context). */
+static void capture_later(tk_session *s, plan *pl)
+{
+    pthread_mutex_lock(&s->lock);
+    if (pl->graph_state == GRAPH_NONE) {
+        /* a session whose shapes vary (PREFILL_AFTER signatures so far) gets the rest of its
+         * small space captured too; one that serves a few shapes never pays for it */
+        if (s->prefill_allowed && !s->prefill_on && s->nplans >= PREFILL_AFTER)
+            s->prefill_on = 1;
+        pl->graph_state = GRAPH_QUEUED;
+        enqueue_locked(s, pl);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -1395,63 +1492,53 @@ static void *staged_graph(tk_session *s, plan *pl)
 
 /* --- direct graphs ------------------------------------------------------------------------------ */
 
-/* Whether this run may use the direct graph: a graphs session, caller-supplied outputs (those the
- * runtime allocates are new every call) that are distinct node values, everything on the
- * session's device; counts consecutive runs with the same pointers (a different set drops the
- * direct graph). */
-static int direct_ready(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out)
+/* The direct graph for this run, or NULL. It may serve a graphs session whose caller supplies
+ * the outputs (those the runtime allocates are new every call) as distinct node values, all on
+ * the session's device. Counts consecutive runs with the same pointers; the second asks the
+ * capture thread for a direct graph on them (the request path never captures); a graph baked on
+ * other pointers, or on an arena since moved, is dropped. */
+static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **out)
 {
     const tk_exec_program *p = s->p;
     size_t nin = p->m->ninputs, nout = p->m->noutputs;
-    void *ptrs[TK_DIRECT_MAX];
-    if (!s->graphs || s->profiling || pl->direct_state == GRAPH_NEVER || nin + nout > TK_DIRECT_MAX)
-        return 0;
+    void *ptrs[TK_DIRECT_MAX] = {0}, *g = NULL;
+    if (!s->graphs || s->profiling || nin + nout > TK_DIRECT_MAX)
+        return NULL;
     for (size_t i = 0; i < nin; i++) {
         if (!same_dev(tk_tensor_device(in[i]), s->ctx->device))
-            return 0;
+            return NULL;
         ptrs[i] = tk_tensor_data(in[i]);
     }
     for (size_t i = 0; i < nout; i++) {
         const xvalue *x = &p->values[p->outputs[i]];
         if (!out[i] || x->kind != V_NODE || x->output != (int)i || !same_dev(tk_tensor_device(out[i]), s->ctx->device))
-            return 0;
+            return NULL;
         ptrs[nin + i] = tk_tensor_data(out[i]);
     }
     size_t n = nin + nout;
-    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, n * sizeof(void *))) {
+    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, sizeof ptrs)) {
         pl->same_ptr_runs++;
     } else {
-        memcpy(pl->ptrs, ptrs, n * sizeof(void *));
+        memcpy(pl->ptrs, ptrs, sizeof ptrs);
         pl->nptrs = n;
         pl->same_ptr_runs = 0;
+    }
+    pthread_mutex_lock(&s->lock);
+    int same = !memcmp(pl->dptrs, ptrs, sizeof ptrs);
+    if (pl->direct_state == GRAPH_READY && (!same || pl->direct_arena != s->arena_gen)) {
         tk_cuda_graph_free(s->ctx, pl->direct);
         pl->direct = NULL;
+        pl->direct_state = GRAPH_NONE;
     }
-    return pl->same_ptr_runs >= 1;
-}
-
-/* The direct graph: replayed, or captured now on the request path (the caller's pointers are in
- * it, so no other thread can make it ahead); a failed capture runs the nodes eagerly and leaves
- * the staged path for this plan from then on. */
-static int run_direct(tk_session *s, plan *pl, tk_tensor **t)
-{
-    if (pl->direct && pl->direct_arena != s->arena_gen) {
-        tk_cuda_graph_free(s->ctx, pl->direct);
-        pl->direct = NULL;
+    if (pl->direct_state == GRAPH_READY) {
+        g = pl->direct;
+    } else if (pl->same_ptr_runs >= 1 && (pl->direct_state == GRAPH_NONE || (pl->direct_state == GRAPH_QUEUED && !same))) {
+        memcpy(pl->dptrs, ptrs, sizeof ptrs);
+        pl->direct_state = GRAPH_QUEUED;
+        enqueue_locked(s, pl);
     }
-    if (!pl->direct) {
-        if (capture(s, s->ctx, t, &pl->direct)) {
-            pl->direct_state = GRAPH_NEVER;
-            tk_error_clear();
-            return run_nodes(s, s->ctx, t, NULL);
-        }
-        pl->direct_arena = s->arena_gen;
-        pl->direct_state = GRAPH_READY;
-        s->last_mode = TK_EXEC_CAPTURED;
-    } else {
-        s->last_mode = TK_EXEC_REPLAYED;
-    }
-    return tk_cuda_graph_launch(s->ctx, pl->direct);
+    pthread_mutex_unlock(&s->lock);
+    return g;
 }
 
 /* Whether every input lies on the session's device (an eager run then reads them in place). */
@@ -1472,22 +1559,26 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
     int rc;
     void *g = NULL;
     s->last_mode = TK_EXEC_EAGER;
+    s->last_direct = 0;
     if ((rc = arena_reserve(s, pl->total)))
         return rc;
     if (s->profiling) {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
-        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made)))
+        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
             rc = run_profiled(s, t);
-    } else if (direct_ready(s, pl, in, out)) {
-        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_DIRECT, in, out, t, s->views, made)))
-            rc = run_direct(s, pl, t);
+    } else if ((g = direct_graph(s, pl, in, out))) {
+        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_DIRECT, in, out, t, s->views, made, NULL)) &&
+            !(rc = tk_cuda_graph_launch(s->ctx, g))) {
+            s->last_mode = TK_EXEC_REPLAYED;
+            s->last_direct = 1;
+        }
     } else if (s->graphs && (g = staged_graph(s, pl))) {
-        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_STAGED, in, out, t, s->views, made)) &&
+        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_STAGED, in, out, t, s->views, made, NULL)) &&
             !(rc = tk_cuda_graph_launch(s->ctx, g)))
             s->last_mode = TK_EXEC_REPLAYED;
     } else {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
-        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made)))
+        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
             rc = run_nodes(s, s->ctx, t, NULL);
         if (!rc && s->graphs)
             capture_later(s, pl);

@@ -28,18 +28,17 @@ int tk_exec_program_new(tk_exec_program **out, const tk_program_model *m, const 
 void tk_exec_program_free(tk_exec_program *p);
 
 /* A session on dev over p, with its own context: the public tk_session (its run, profile and
- * free are those of include/tk/runtime.h). No architecture check: tk_session_new does that for
- * packages before it calls this. */
-int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev);
+ * free are those of include/tk/runtime.h), with opts (NULL: the defaults; checked here). No
+ * architecture check: tk_session_new does that for packages before it calls this. */
+int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, const tk_session_options *opts);
 /* Calls release(arg) when s is freed (a package counts its sessions this way). */
 void tk_exec_session_set_owner(tk_session *s, void (*release)(void *arg), void *arg);
 
 /* How the last tk_session_run executed its nodes. */
 typedef enum tk_exec_mode {
     TK_EXEC_EAGER,    /* node by node, on the caller's tensors where they are on the device */
-    TK_EXEC_CAPTURED, /* the direct graph captured now (on the caller's tensors), then launched */
-    TK_EXEC_REPLAYED  /* a graph captured earlier launched: the staged graph of the signature (made
-                         by the capture thread after the first run) or the direct graph */
+    TK_EXEC_REPLAYED  /* a graph the capture thread made launched: the staged graph of the
+                         signature or, for the caller's own tensors, its direct graph */
 } tk_exec_mode;
 
 /* What a session holds, for tests: plans cached (one per input-shape signature), the size of
@@ -50,7 +49,9 @@ typedef struct tk_exec_stats {
     size_t arena_bytes;
     size_t arena_grows;
     tk_exec_mode last_mode;
-    size_t captures;
+    int last_direct;        /* the last run replayed a direct graph */
+    size_t captures;        /* staged graphs */
+    size_t direct_captures; /* direct graphs */
 } tk_exec_stats;
 void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
 
@@ -58,8 +59,9 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
  * benchmarks). */
 void tk_exec_session_wait_captures(tk_session *s);
 /* Turns the prefill off (tests that count eager runs and captures); it is on by default on a GPU
- * when the program's symbol space has at most 1024 signatures, and starts once the session has
- * run 16 different signatures (its shapes vary). */
+ * when the program's symbol space has at most max_shapes (1024) signatures, and starts once the
+ * session has run 16 different signatures (its shapes vary), or at creation with
+ * TK_PREFILL_NOW. */
 void tk_exec_session_set_prefill(tk_session *s, int on);
 
 /* Turns CUDA graph replay off (0) or on (1, the default on a GPU), for comparisons. */

@@ -360,6 +360,11 @@ static int check_arch(const tk_package *pkg, tk_device dev)
 
 int tk_session_new(tk_session **out, tk_package *pkg, tk_device dev)
 {
+    return tk_session_new_ex(out, pkg, dev, NULL);
+}
+
+int tk_session_new_ex(tk_session **out, tk_package *pkg, tk_device dev, const tk_session_options *opts)
+{
     int rc;
     if (!out)
         return tk_error_set(TK_EINVAL, "tk_session_new: no place for the session");
@@ -368,7 +373,7 @@ int tk_session_new(tk_session **out, tk_package *pkg, tk_device dev)
         return tk_error_set(TK_EINVAL, "tk_session_new: no package");
     if (dev.kind == TK_DEVICE_CUDA && (rc = check_arch(pkg, dev)))
         return rc;
-    if ((rc = tk_exec_session_new(out, pkg->prog, dev)))
+    if ((rc = tk_exec_session_new(out, pkg->prog, dev, opts)))
         return rc;
     atomic_fetch_add(&pkg->refs, 1);
     tk_exec_session_set_owner(*out, package_release, pkg);

@@ -66,7 +66,7 @@ static void exec__cpu_run_matches_reference(void **state)
     fixture fx;
     tk_session *s;
     fixture_init(&fx, tp_model());
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     int64_t batches[] = {1, 5, 17, 64};
     for (size_t i = 0; i < 4; i++) {
         tk_tensor *x = tp_input(batches[i], (int)i);
@@ -84,7 +84,7 @@ static void exec__plans_are_cached_per_signature_in_one_arena(void **state)
     tk_session *s;
     tk_exec_stats st;
     fixture_init(&fx, tp_model());
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     int64_t batches[] = {9, 5, 9, 5, 9};
     for (size_t i = 0; i < 5; i++) {
         tk_tensor *x = tp_input(batches[i], (int)i);
@@ -108,6 +108,47 @@ static void exec__plans_are_cached_per_signature_in_one_arena(void **state)
 }
 
 /* x [n] -> x + x, n in [1, 3000]: more signatures than a session keeps plans for (1024). */
+/* tk_session_options through the executor: max_shapes bounds the plans kept (the least recently
+ * used going), a wrong version or value is refused with one line, and a CPU session has no
+ * prefill to wait for. */
+static void exec__session_options_bound_the_plans_and_are_checked(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s = NULL;
+    tk_exec_stats st;
+    fixture_init(&fx, tp_model());
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.version = 99;
+    assert_int_equal(tk_exec_session_new(&s, fx.p, CPU, &o), TK_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(tk_error_last(), "options version 99"));
+    o = (tk_session_options)TK_SESSION_OPTIONS_INIT;
+    o.prefill = (tk_prefill)7;
+    assert_int_equal(tk_exec_session_new(&s, fx.p, CPU, &o), TK_EINVAL);
+    assert_non_null(strstr(tk_error_last(), "prefill 7"));
+    o = (tk_session_options)TK_SESSION_OPTIONS_INIT;
+    o.max_shapes = (size_t)TK_SESSION_MAX_SHAPES + 1;
+    assert_int_equal(tk_exec_session_new(&s, fx.p, CPU, &o), TK_EINVAL);
+    assert_non_null(strstr(tk_error_last(), "max_shapes"));
+
+    o = (tk_session_options)TK_SESSION_OPTIONS_INIT;
+    o.prefill = TK_PREFILL_NOW;
+    o.max_shapes = 3;
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, &o));
+    assert_int_equal(tk_session_wait_ready(s), 0); /* the CPU runs eagerly: nothing to prefill */
+    for (int64_t b = 1; b <= 6; b++) {
+        tk_tensor *x = tp_input(b, (int)b);
+        run_and_check(s, x);
+        tk_tensor_free(x);
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.plans, b < 3 ? b : 3);
+    }
+    tk_session_free(s);
+    assert_int_equal(tk_session_wait_ready(NULL), TK_EINVAL);
+    fixture_release(&fx);
+}
+
 static void exec__least_recently_used_plans_go_beyond_the_cache(void **state)
 {
     (void)state;
@@ -124,7 +165,7 @@ static void exec__least_recently_used_plans_go_beyond_the_cache(void **state)
     tp_set(m, tk_pm_add_output(m), 1, NULL, 1, "n", 0, 0);
     tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
     fixture_init(&fx, m);
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     /* 1100 sizes, then the first ones again (evicted, planned anew) and the last ones (cached) */
     for (int round = 0; round < 2; round++) {
         for (int64_t k = 1; k <= 1100; k += round ? 99 : 1) {
@@ -152,7 +193,7 @@ static void exec__inputs_are_checked_before_anything_runs(void **state)
     tk_session *s;
     tk_tensor *out[2] = {NULL, NULL};
     fixture_init(&fx, tp_model());
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     tk_tensor *x = tp_input(3, 0);
     tk_tensor *two[] = {x, x};
     tk_assert_fails(tk_session_run(s, two, 2, out, 2), TK_EINVAL, "program 'test::mlp' takes 1 input, got 2");
@@ -211,7 +252,7 @@ static void exec__symbols_agree_across_inputs_and_expressions(void **state)
     tk_session *s;
     tk_tensor *out[3] = {NULL, NULL, NULL};
     fixture_init(&fx, pair_model(NULL));
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     const int64_t n4[] = {4}, n3[] = {3}, n8[] = {8}, n7[] = {7};
     const float av[] = {1, 2, 3, 4}, bv[] = {10, 20, 30, 40}, cv[] = {1, 2, 3, 4, 5, 6, 7, 8};
     tk_tensor *a = tp_f32(1, n4, av), *b = tp_f32(1, n4, bv), *b3 = tp_f32(1, n3, bv), *c = tp_f32(1, n8, cv),
@@ -245,7 +286,7 @@ static void exec__guards_are_checked(void **state)
     tk_session *s;
     tk_tensor *out[3] = {NULL, NULL, NULL};
     fixture_init(&fx, pair_model("n % 2 == 0"));
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     const int64_t n3[] = {3}, n6[] = {6};
     tk_tensor *a = tp_f32(1, n3, NULL), *c = tp_f32(1, n6, NULL);
     tk_tensor *in[] = {a, a, c};
@@ -257,7 +298,7 @@ static void exec__guards_are_checked(void **state)
 
     tk_program_model *m = pair_model("2 <= n <= 3");
     fixture_init(&fx, m);
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     const int64_t n4[] = {4}, n8[] = {8};
     a = tp_f32(1, n4, NULL), c = tp_f32(1, n8, NULL);
     tk_tensor *in4[] = {a, a, c};
@@ -274,7 +315,7 @@ static void exec__caller_outputs_are_written_in_place_and_checked(void **state)
     fixture fx;
     tk_session *s;
     fixture_init(&fx, tp_model());
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     tk_tensor *x = tp_input(6, 1);
     const int64_t ys[] = {6, TP_OUT}, wrong[] = {5, TP_OUT};
     tk_tensor *y = tp_f32(2, ys, NULL), *bad = tp_f32(2, wrong, NULL), *h16;
@@ -304,7 +345,7 @@ static void exec__profiles_time_each_node(void **state)
     tk_session *s;
     const tk_node_profile *prof;
     fixture_init(&fx, tp_model());
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
     tk_tensor *x = tp_input(8, 2);
     run_and_check(s, x);
     assert_int_equal(tk_session_profile(s, &prof), 0);
@@ -361,7 +402,7 @@ static void *work(void *arg)
 {
     worker *w = arg;
     tk_session *s;
-    if (tk_exec_session_new(&s, w->p, CPU)) {
+    if (tk_exec_session_new(&s, w->p, CPU, NULL)) {
         w->failures++;
         return NULL;
     }
@@ -1115,6 +1156,7 @@ int main(void)
         cmocka_unit_test(exec__cpu_run_matches_reference),
         cmocka_unit_test(exec__plans_are_cached_per_signature_in_one_arena),
         cmocka_unit_test(exec__least_recently_used_plans_go_beyond_the_cache),
+        cmocka_unit_test(exec__session_options_bound_the_plans_and_are_checked),
         cmocka_unit_test(exec__inputs_are_checked_before_anything_runs),
         cmocka_unit_test(exec__symbols_agree_across_inputs_and_expressions),
         cmocka_unit_test(exec__guards_are_checked),

@@ -98,8 +98,8 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
     tk_session *g, *e;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU));
-    tk_assert_ok(tk_exec_session_new(&e, fx.p, GPU));
+    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU, NULL));
+    tk_assert_ok(tk_exec_session_new(&e, fx.p, GPU, NULL));
     tk_exec_session_set_graphs(e, 0);
     tk_exec_session_set_prefill(g, 0); /* this test counts eager runs and captures */
     /* the first run of a signature is eager and hands it to the capture thread; later runs
@@ -158,7 +158,7 @@ static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
     tk_session *s;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, NULL));
     for (int64_t b = 1; b <= 4; b++) /* a few shapes: no prefill */
         run_checked(s, b, (int)b);
     tk_exec_session_wait_captures(s);
@@ -177,6 +177,38 @@ static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
     fixture_release(&fx);
 }
 
+/* TK_PREFILL_NOW: the capture starts with the session; once tk_session_wait_ready says so, every
+ * batch, never run before, replays a graph on its first run. With max_shapes below the symbol
+ * space there is no prefill, and the session keeps at most max_shapes plans. */
+static void gpu__prefill_now_makes_every_first_run_a_replay(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.prefill = TK_PREFILL_NOW;
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, &o));
+    assert_int_equal(tk_session_wait_ready(s), 1);
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.captures, TP_MAX_BATCH);
+    for (int64_t b = TP_MAX_BATCH; b >= 1; b -= 5)
+        assert_int_equal(run_checked(s, b, (int)b), TK_EXEC_REPLAYED);
+    tk_session_free(s);
+
+    o.max_shapes = TP_MAX_BATCH / 2;
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, &o));
+    assert_int_equal(tk_session_wait_ready(s), 0);
+    for (int64_t b = 1; b <= TP_MAX_BATCH; b++)
+        assert_int_equal(run_checked(s, b, (int)b), TK_EXEC_EAGER);
+    tk_exec_session_wait_captures(s);
+    tk_exec_session_stats(s, &st);
+    assert_true(st.plans <= TP_MAX_BATCH / 2);
+    tk_session_free(s);
+    fixture_release(&fx);
+}
+
 /* A batch that changes on every call (a server's load): each result right, first runs eager, the
  * repeats replayed from graphs the capture thread made meanwhile. */
 static void gpu__a_new_batch_every_call_stays_correct(void **state)
@@ -186,7 +218,7 @@ static void gpu__a_new_batch_every_call_stays_correct(void **state)
     tk_session *s;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, NULL));
     unsigned seed = 12345;
     size_t replayed = 0;
     for (int i = 0; i < 300; i++) {
@@ -210,7 +242,7 @@ static void gpu__sessions_share_weights_and_agree(void **state)
     tk_tensor *y0 = NULL;
     fixture_init(&fx);
     for (int i = 0; i < 3; i++)
-        tk_assert_ok(tk_exec_session_new(&s[i], fx.p, GPU));
+        tk_assert_ok(tk_exec_session_new(&s[i], fx.p, GPU, NULL));
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < 3; i++) {
             tk_tensor *x = tp_input(33, round), *y, *h;
@@ -258,7 +290,7 @@ static void gpu__uncapturable_ops_run_eagerly(void **state)
     tk_session *s;
     tk_exec_stats st;
     tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'via'", NULL));
-    tk_assert_ok(tk_exec_session_new(&s, p, GPU));
+    tk_assert_ok(tk_exec_session_new(&s, p, GPU, NULL));
     for (int i = 0; i < 4; i++) {
         tk_tensor *x = tp_input(9, i), *y = NULL, *host;
         tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
@@ -290,7 +322,7 @@ static void gpu__profiles_use_device_events(void **state)
     const tk_node_profile *prof;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, NULL));
     tk_assert_ok(tk_session_set_profiling(s, 1));
     for (int i = 0; i < 3; i++) {
         tk_tensor *x = tp_input(20, i), *y, *h;
@@ -327,8 +359,10 @@ static tk_tensor *to_host(tk_ctx *ctx, const tk_tensor *dev)
 }
 
 /* A caller that runs one shape on the same device tensors again and again gets the direct
- * graph (no staging copies) from its second run; it reads the inputs' current contents; other
- * output tensors take the staged path again. */
+ * graph (no staging copies), made by the capture thread after its second run (which replays the
+ * staged graph: the request path never captures); it reads the inputs' current contents; other
+ * output tensors take the staged path again, and coming back to the first ones asks for a new
+ * direct graph. */
 static void gpu__same_tensors_run_through_a_direct_graph(void **state)
 {
     (void)state;
@@ -336,7 +370,7 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
     tk_session *g;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU));
+    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU, NULL));
     tk_exec_session_set_prefill(g, 0);
     tk_ctx *ctx = tk_session_ctx(g);
     const int64_t oshape[] = {13, TP_OUT};
@@ -345,7 +379,8 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
         tk_assert_ok(tk_tensor_new(&dout[i], ctx, GPU, TK_F32, 2, oshape));
         tk_assert_ok(tk_tensor_new(&other[i], ctx, GPU, TK_F32, 2, oshape));
     }
-    const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_CAPTURED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
+    const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
+    const int want_direct[] = {0, 0, 1, 1};
     for (int i = 0; i < 5; i++) {
         tk_exec_session_wait_captures(g);
         if (i == 4) { /* new contents in the same input tensor */
@@ -357,6 +392,7 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
         tk_assert_ok(tk_ctx_sync(ctx));
         tk_exec_session_stats(g, &st);
         assert_int_equal(st.last_mode, want[i < 4 ? i : 3]);
+        assert_int_equal(st.last_direct, want_direct[i < 4 ? i : 3]);
         tk_tensor *y = to_host(ctx, dout[0]), *h = to_host(ctx, dout[1]);
         tp_check(x, y, h);
         tk_tensor_free(y);
@@ -367,10 +403,25 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
     tk_assert_ok(tk_ctx_sync(ctx));
     tk_exec_session_stats(g, &st);
     assert_int_equal(st.last_mode, TK_EXEC_REPLAYED);
+    assert_int_equal(st.last_direct, 0);
+    assert_int_equal(st.direct_captures, 1);
     tk_tensor *y = to_host(ctx, other[0]), *h = to_host(ctx, other[1]);
     tp_check(x, y, h);
     tk_tensor_free(y);
     tk_tensor_free(h);
+    /* back to dout: the graph on dout was dropped for other's pointers; two runs ask again */
+    for (int i = 0; i < 3; i++) {
+        tk_exec_session_wait_captures(g);
+        tk_assert_ok(tk_session_run(g, &dx, 1, dout, 2));
+        tk_assert_ok(tk_ctx_sync(ctx));
+        tk_exec_session_stats(g, &st);
+        assert_int_equal(st.last_direct, i == 2);
+        y = to_host(ctx, dout[0]), h = to_host(ctx, dout[1]);
+        tp_check(x, y, h);
+        tk_tensor_free(y);
+        tk_tensor_free(h);
+    }
+    assert_int_equal(st.direct_captures, 2);
     for (int i = 0; i < 2; i++) {
         tk_tensor_free(dout[i]);
         tk_tensor_free(other[i]);
@@ -391,6 +442,7 @@ int main(void)
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
         cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
+        cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),

@@ -37,9 +37,10 @@
 #define MAX_IO 64 /* inputs and outputs of a program; more are refused */
 
 typedef struct options {
-    const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv;
-    int calls, warmup, first;
+    const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv, *prefill;
+    int calls, warmup, first, max_shapes;
     uint64_t seed;
+    tk_session_options session; /* from --prefill and --max-shapes */
 } options;
 
 typedef struct run_result {
@@ -53,7 +54,8 @@ typedef struct run_result {
 
 typedef struct first_result {
     int shapes;
-    double session_new_ms, session_first_us;
+    double session_new_ms, ready_ms, session_first_us;
+    int ready;
     call_stats first, second;
 } first_result;
 
@@ -68,7 +70,10 @@ static int usage(FILE *f, int status)
 {
     fprintf(f, "usage: bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]\n"
                "                     [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]\n"
-               "                     [--first N] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n");
+               "                     [--first N] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n"
+               "                     [--prefill auto|now|off] [--max-shapes N]\n"
+               "--prefill now: each session captures its whole symbol space from creation and is waited for\n"
+               "(tk_session_wait_ready) before its first call; --max-shapes: the signatures a session keeps.\n");
     return status;
 }
 
@@ -78,9 +83,27 @@ static int fail(const char *what)
     return 1;
 }
 
+/* A session with the options; with --prefill now, waited for until its prefill is over (*ready_ms:
+ * the wait, *ready: tk_session_wait_ready's answer). */
+static int session_open(const tk_session_options *so, tk_package *pkg, tk_device dev, tk_session **s,
+                        double *ready_ms, int *ready)
+{
+    int rc = tk_session_new_ex(s, pkg, dev, so);
+    *ready_ms = 0;
+    *ready = 0;
+    if (rc || so->prefill != TK_PREFILL_NOW)
+        return rc;
+    double t0 = now_us();
+    rc = tk_session_wait_ready(*s);
+    *ready_ms = (now_us() - t0) / 1000.0;
+    *ready = rc > 0;
+    return rc < 0 ? rc : 0;
+}
+
 /* --- one thread of a run -------------------------------------------------------------------- */
 
 typedef struct worker {
+    const tk_session_options *so;
     tk_package *pkg;
     tk_device dev;
     shape_stream_kind kind;
@@ -102,9 +125,10 @@ static void *work(void *arg)
     shape_buffers bufs = {0};
     tk_tensor *in[MAX_IO], *out[MAX_IO];
     int64_t values[SHAPES_MAX_SYMS];
-    int stream_ok = 0;
+    int stream_ok = 0, ready;
+    double ready_ms;
     char err[512];
-    if ((w->rc = tk_session_new(&s, w->pkg, w->dev))) {
+    if ((w->rc = session_open(w->so, w->pkg, w->dev, &s, &ready_ms, &ready))) {
         snprintf(w->err, sizeof w->err, "tk_session_new: %s", tk_error_last());
     } else if (shape_stream_init(&st, w->pkg, w->kind, w->list, w->seed + 7919u * (uint64_t)w->index, err,
                                  sizeof err)) {
@@ -187,7 +211,7 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
     pthread_barrier_init(&ready, NULL, (unsigned)nthreads + 1);
     pthread_barrier_init(&done, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){.pkg = pkg, .dev = dev, .kind = kind, .list = list, .seed = o->seed,
+        w[i] = (worker){.so = &o->session, .pkg = pkg, .dev = dev, .kind = kind, .list = list, .seed = o->seed,
                         .index = i, .warmup = o->warmup, .calls = o->calls, .ready = &ready, .done = &done,
                         .t = t + (size_t)i * (size_t)o->calls, .is_new = is_new + (size_t)i * (size_t)o->calls};
         if (pthread_create(&th[i], NULL, work, &w[i])) {
@@ -250,11 +274,11 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
     }
     have_un = 1;
     double t0 = now_us();
-    if (tk_session_new(&s, pkg, dev)) {
+    if (session_open(&o->session, pkg, dev, &s, &r->ready_ms, &r->ready)) {
         fail("tk_session_new");
         goto done;
     }
-    r->session_new_ms = (now_us() - t0) / 1000.0;
+    r->session_new_ms = (now_us() - t0) / 1000.0 - r->ready_ms;
     if (shape_buffers_init(&bufs, &fx, pkg, s, o->seed)) {
         fail("buffers");
         goto done;
@@ -363,9 +387,11 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
         json_str(f, vals[i]);
         fprintf(f, ",\n");
     }
-    fprintf(f, " \"calls\": %d, \"warmup\": %d, \"seed\": %llu,\n", o->calls, o->warmup, (unsigned long long)o->seed);
-    fprintf(f, " \"first_calls\": {\"shapes\": %d, \"session_new_ms\": %.3f, \"session_first_call_us\": %.3f, \"first\": ",
-            fr->shapes, fr->session_new_ms, fr->session_first_us);
+    fprintf(f, " \"calls\": %d, \"warmup\": %d, \"seed\": %llu, \"prefill\": \"%s\", \"max_shapes\": %d,\n", o->calls,
+            o->warmup, (unsigned long long)o->seed, o->prefill ? o->prefill : "auto", o->max_shapes);
+    fprintf(f, " \"first_calls\": {\"shapes\": %d, \"session_new_ms\": %.3f, \"ready_ms\": %.3f, \"ready\": %d, "
+               "\"session_first_call_us\": %.3f, \"first\": ",
+            fr->shapes, fr->session_new_ms, fr->ready_ms, fr->ready, fr->session_first_us);
     json_stats(f, &fr->first);
     fprintf(f, ", \"second\": ");
     json_stats(f, &fr->second);
@@ -440,6 +466,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--label")) str = &o.label;
         else if (!strcmp(a, "--json")) str = &o.json;
         else if (!strcmp(a, "--csv")) str = &o.csv;
+        else if (!strcmp(a, "--prefill")) str = &o.prefill;
+        else if (!strcmp(a, "--max-shapes")) num = &o.max_shapes;
         else if (!strcmp(a, "--calls")) num = &o.calls, lo = 1;
         else if (!strcmp(a, "--warmup")) num = &o.warmup;
         else if (!strcmp(a, "--first")) num = &o.first;
@@ -466,6 +494,18 @@ int main(int argc, char **argv)
     }
     if (!o.pkg_path)
         return usage(stderr, 2);
+    o.session = (tk_session_options)TK_SESSION_OPTIONS_INIT;
+    o.session.max_shapes = (size_t)o.max_shapes;
+    if (!o.prefill || !strcmp(o.prefill, "auto"))
+        o.session.prefill = TK_PREFILL_AUTO;
+    else if (!strcmp(o.prefill, "now"))
+        o.session.prefill = TK_PREFILL_NOW;
+    else if (!strcmp(o.prefill, "off"))
+        o.session.prefill = TK_PREFILL_OFF;
+    else {
+        fprintf(stderr, "bench_serving: --prefill '%s': expected auto, now or off\n", o.prefill);
+        return 2;
+    }
 
     shape_stream_kind kinds[8];
     const char *names[8];
@@ -543,6 +583,9 @@ int main(int argc, char **argv)
     if (o.first > 0 && (rc = run_first(&o, pkg, dev, fixed, &fr)))
         goto done;
     if (o.first > 0) {
+        if (o.session.prefill == TK_PREFILL_NOW)
+            printf("prefill: the fresh session was ready %.1f ms after its creation (%s)\n", fr.ready_ms,
+                   fr.ready ? "every signature captured" : "no prefill: the symbol space is above --max-shapes");
         printf("first calls (a fresh session, made in %.1f ms): its first call %.1f us (%s); then %d shapes never "
                "run before, each once, and again:\n", fr.session_new_ms, fr.session_first_us, fixed, fr.shapes);
         printf("  %-12s %10s %10s %10s %10s %10s\n", "", "median us", "p90 us", "p99 us", "mean us", "max us");

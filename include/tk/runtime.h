@@ -168,6 +168,38 @@ const char *tk_package_signer(const tk_package *pkg);
 typedef struct tk_session tk_session;
 int tk_session_new(tk_session **out, tk_package *pkg, tk_device dev);
 void tk_session_free(tk_session *s);
+
+/* How a GPU session prepares for input shapes it has not run yet. A session replays a CUDA graph
+ * per input-shape signature (the values of the program's symbols); a signature's first run is
+ * eager while its graph is captured on a thread of the session's own. The prefill captures every
+ * signature of the program's symbol space ahead of requests when the space has at most
+ * max_shapes signatures, so that no request, a size never seen included, waits for planning,
+ * cuBLASLt heuristics or a capture:
+ *   TK_PREFILL_AUTO  once the session has run 16 different signatures (its shapes vary)
+ *   TK_PREFILL_NOW   from tk_session_new_ex on, in the background: a service creates its
+ *                    sessions at start-up and calls tk_session_wait_ready before traffic
+ *   TK_PREFILL_OFF   never (graphs are still captured for signatures as they come)
+ * max_shapes bounds the signatures (plans and graphs) the session keeps, the least recently used
+ * going first; 0 is 1024. Each costs a few hundred bytes of host memory plus its graph (host and
+ * device memory of the driver's; docs/runtime.md gives measured figures). CPU sessions ignore the
+ * prefill. Initialize with TK_SESSION_OPTIONS_INIT. */
+#define TK_SESSION_OPTIONS_VERSION 1
+#define TK_SESSION_MAX_SHAPES (1u << 20)
+typedef enum tk_prefill { TK_PREFILL_AUTO, TK_PREFILL_NOW, TK_PREFILL_OFF } tk_prefill;
+typedef struct tk_session_options {
+    unsigned version;  /* TK_SESSION_OPTIONS_VERSION */
+    tk_prefill prefill;
+    size_t max_shapes; /* 0: 1024; at most TK_SESSION_MAX_SHAPES */
+} tk_session_options;
+#define TK_SESSION_OPTIONS_INIT {TK_SESSION_OPTIONS_VERSION, TK_PREFILL_AUTO, 0}
+/* tk_session_new with options (NULL: the defaults); TK_EINVAL for an options version this libtkrt
+ * does not know or a value out of range. */
+int tk_session_new_ex(tk_session **out, tk_package *pkg, tk_device dev, const tk_session_options *opts);
+/* Waits until the session's prefill is over. Returns 1 when every signature of the symbol space
+ * has its graph, 0 when the session has no prefill (a CPU session, graphs unavailable, a space
+ * larger than max_shapes, TK_PREFILL_OFF, or AUTO not started yet), or a negative
+ * tk_error_code. */
+int tk_session_wait_ready(tk_session *s);
 /* The session's context, for tensors on its device (tk_tensor_new) and tk_ctx_sync. */
 tk_ctx *tk_session_ctx(tk_session *s);
 
