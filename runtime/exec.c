@@ -393,8 +393,6 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
 #define DEFAULT_MAX_PLANS 1024
 /* The automatic prefill starts once the session has planned this many signatures: its shapes vary. */
 #define PREFILL_AFTER 16
-/* Direct graphs on a caller's pointers for every signature once that many signatures came with them. */
-#define DIRECT_PREFILL_AFTER 3
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
@@ -421,7 +419,6 @@ typedef struct plan {
     void *direct;
     void *dptrs[TK_DIRECT_MAX];    /* the pointers direct bakes (or will, while queued) */
     unsigned direct_arena;
-    int had_direct;                /* a direct graph was asked for once */
     int in_queue;
     struct plan *prev, *next; /* most recently used first */
     struct plan *hnext;       /* the hash bucket's chain */
@@ -463,11 +460,6 @@ struct tk_session {
     size_t captures;        /* staged graphs captured */
     size_t direct_captures; /* direct graphs captured */
     int last_direct;        /* the last run replayed a direct graph */
-    /* Stable buffers: a caller that brings the same pointers for DIRECT_PREFILL_AFTER different
-     * signatures (a server's buffers at the largest shape, each call a view of its shape) gets
-     * direct graphs on them for every signature the session holds and the prefill adds. */
-    void *hint_ptrs[TK_DIRECT_MAX];
-    int hint_hits, hint_on;
     /* Prefill: the capture thread also plans and captures every signature of a small symbol
      * space (at most max_plans) that no request brought yet, in order, requests first; so that a
      * server's later first calls of a size replay too. It starts once the session has run
@@ -1339,10 +1331,6 @@ static plan *prefill_next_locked(tk_session *s)
         }
         plan_insert_locked(s, pl);
         pl->graph_state = GRAPH_QUEUED;
-        if (s->hint_on) {
-            memcpy(pl->dptrs, s->hint_ptrs, sizeof pl->dptrs);
-            pl->direct_state = GRAPH_QUEUED;
-        }
         /* least recently used: requested signatures stay ahead of prefilled ones */
         lru_unlink(s, pl);
         pl->prev = s->oldest;
@@ -1504,30 +1492,6 @@ static void *staged_graph(tk_session *s, plan *pl)
 
 /* --- direct graphs ------------------------------------------------------------------------------ */
 
-/* With the lock held: a direct graph was asked on ptrs; the DIRECT_PREFILL_AFTER-th signature in a
- * row asking on the same pointers (a prefill session's caller with stable buffers) asks direct
- * graphs on them for every plan that has none. */
-static void direct_hint_locked(tk_session *s, void *const *ptrs)
-{
-    if (s->hint_on || !s->prefill_allowed)
-        return;
-    if (memcmp(s->hint_ptrs, ptrs, sizeof s->hint_ptrs)) {
-        memcpy(s->hint_ptrs, ptrs, sizeof s->hint_ptrs);
-        s->hint_hits = 0;
-    }
-    if (++s->hint_hits < DIRECT_PREFILL_AFTER)
-        return;
-    s->hint_on = 1;
-    for (plan *pl = s->plans; pl; pl = pl->next) {
-        if (pl->direct_state != GRAPH_NONE)
-            continue;
-        memcpy(pl->dptrs, s->hint_ptrs, sizeof pl->dptrs);
-        pl->direct_state = GRAPH_QUEUED;
-        pl->had_direct = 1;
-        enqueue_locked(s, pl);
-    }
-}
-
 /* The direct graph for this run, or NULL. It may serve a graphs session whose caller supplies
  * the outputs (those the runtime allocates are new every call) as distinct node values, all on
  * the session's device. Counts consecutive runs with the same pointers; the second asks the
@@ -1566,17 +1530,12 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
         pl->direct = NULL;
         pl->direct_state = GRAPH_NONE;
     }
-    /* asked on the first run with these pointers when the plan never had a direct graph, else
-     * (pointers that change) on the second in a row */
-    int ask = pl->same_ptr_runs >= 1 || (!pl->had_direct && pl->direct_state == GRAPH_NONE);
     if (pl->direct_state == GRAPH_READY) {
         g = pl->direct;
-    } else if (ask && (pl->direct_state == GRAPH_NONE || (pl->direct_state == GRAPH_QUEUED && !same))) {
+    } else if (pl->same_ptr_runs >= 1 && (pl->direct_state == GRAPH_NONE || (pl->direct_state == GRAPH_QUEUED && !same))) {
         memcpy(pl->dptrs, ptrs, sizeof ptrs);
         pl->direct_state = GRAPH_QUEUED;
-        pl->had_direct = 1;
         enqueue_locked(s, pl);
-        direct_hint_locked(s, ptrs);
     }
     pthread_mutex_unlock(&s->lock);
     return g;
