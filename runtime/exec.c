@@ -465,6 +465,9 @@ struct tk_session {
      * server's later first calls of a size replay too. It starts once the session has run
      * PREFILL_AFTER signatures (TK_PREFILL_AUTO) or at creation (TK_PREFILL_NOW). */
     int prefill_allowed;    /* graphs on and the space small enough */
+    int space_large;        /* more signatures than max_plans: a staged graph waits for a
+                               signature's second run (most come once), so captures that would
+                               never replay do not compete with requests */
     int prefill_on, prefill_done;
     int64_t prefill_key[64];
     tk_ctx *cap_ctx;
@@ -546,6 +549,7 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
         space = n && space <= limit / n ? space * n : limit + 1;
     }
     s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= limit && opts->prefill != TK_PREFILL_OFF;
+    s->space_large = space > limit;
     if (s->prefill_allowed && opts->prefill == TK_PREFILL_NOW) {
         pthread_mutex_lock(&s->lock);
         if (capturer_start_locked(s) == 0) {
@@ -1580,7 +1584,7 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
         if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
             rc = run_nodes(s, s->ctx, t, NULL);
-        if (!rc && s->graphs)
+        if (!rc && s->graphs && (!s->space_large || pl->runs >= 1))
             capture_later(s, pl);
     }
     /* outputs that are not their value's storage: staged ones, inputs, parameters, repeats */

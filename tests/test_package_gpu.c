@@ -179,7 +179,8 @@ static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
 
 /* TK_PREFILL_NOW: the capture starts with the session; once tk_session_wait_ready says so, every
  * batch, never run before, replays a graph on its first run. With max_shapes below the symbol
- * space there is no prefill, and the session keeps at most max_shapes plans. */
+ * space there is no prefill, the session keeps at most max_shapes plans, and a signature's graph
+ * waits for its second run. */
 static void gpu__prefill_now_makes_every_first_run_a_replay(void **state)
 {
     (void)state;
@@ -205,6 +206,13 @@ static void gpu__prefill_now_makes_every_first_run_a_replay(void **state)
     tk_exec_session_wait_captures(s);
     tk_exec_session_stats(s, &st);
     assert_true(st.plans <= TP_MAX_BATCH / 2);
+    /* a space above max_shapes: a signature's graph is captured after its second run only */
+    assert_int_equal(st.captures, 0);
+    assert_int_equal(run_checked(s, TP_MAX_BATCH, 1), TK_EXEC_EAGER);
+    tk_exec_session_wait_captures(s);
+    assert_int_equal(run_checked(s, TP_MAX_BATCH, 2), TK_EXEC_REPLAYED);
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.captures, 1);
     tk_session_free(s);
     fixture_release(&fx);
 }
