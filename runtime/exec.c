@@ -459,6 +459,7 @@ struct tk_session {
     plan *in_capture;
     size_t captures;        /* staged graphs captured */
     size_t direct_captures; /* direct graphs captured */
+    size_t capture_failures; /* staged graphs that could not be captured (those signatures stay eager) */
     int last_direct;        /* the last run replayed a direct graph */
     /* Prefill: the capture thread also plans and captures every signature of a small symbol
      * space (at most max_plans) that no request brought yet, in order, requests first; so that a
@@ -709,7 +710,7 @@ int tk_session_wait_ready(tk_session *s)
     /* the walk is over; the last signature it handed out may still be under capture */
     while (s->capturer && s->prefill_on && s->in_capture)
         pthread_cond_wait(&s->cond, &s->lock);
-    int ready = s->capturer && s->prefill_on && s->prefill_done && s->graphs;
+    int ready = s->capturer && s->prefill_on && s->prefill_done && s->graphs && !s->capture_failures;
     pthread_mutex_unlock(&s->lock);
     return ready;
 }
@@ -1350,12 +1351,14 @@ static plan *prefill_next_locked(tk_session *s)
 }
 
 /* One capture on the capture thread's context: the staged graph (BIND_ARENA) or the direct graph
- * on ptrs (BIND_PTRS); NULL when the capture failed (the error cleared). */
+ * on ptrs (BIND_PTRS); NULL when the capture failed (the error cleared). A failure is tried once
+ * more: the first use of a kernel on a device loads its module, which a capture does not allow
+ * (the prefill captures before any request has run a kernel eagerly); the module stays loaded. */
 static void *capture_one(tk_session *s, plan *pl, bind_mode mode, void *const *ptrs)
 {
     void *exec = NULL;
     int rc = bind_tensors(s, s->cap_ctx, pl, mode, NULL, NULL, s->cap_t, s->cap_views, NULL, ptrs);
-    if (!rc)
+    for (int attempt = 0; !rc && !exec && attempt < 2; attempt++)
         capture(s, s->cap_ctx, s->cap_t, &exec);
     tk_error_clear();
     return exec;
@@ -1403,6 +1406,7 @@ static void *capturer_main(void *arg)
             if (exec)
                 tk_cuda_graph_free(s->cap_ctx, exec);
             pl->graph_state = exec ? GRAPH_NONE : GRAPH_NEVER;
+            s->capture_failures += !exec;
         }
         /* a request that brought other pointers meanwhile changed dptrs: this graph is stale */
         if (direct && dexec && gen == s->arena_gen && pl->direct_state == GRAPH_QUEUED &&

@@ -197,7 +197,8 @@ typedef struct tk_session_options {
 int tk_session_new_ex(tk_session **out, tk_package *pkg, tk_device dev, const tk_session_options *opts);
 /* Waits until the session's prefill is over. Returns 1 when every signature of the symbol space
  * has its graph, 0 when the session has no prefill (a CPU session, graphs unavailable, a space
- * larger than max_shapes, TK_PREFILL_OFF, or AUTO not started yet), or a negative
+ * larger than max_shapes, TK_PREFILL_OFF, or AUTO not started yet) or some signature could not
+ * be captured (an op that allocates or synchronizes: those run eagerly), or a negative
  * tk_error_code. */
 int tk_session_wait_ready(tk_session *s);
 /* The session's context, for tensors on its device (tk_tensor_new) and tk_ctx_sync. */
