@@ -459,7 +459,11 @@ struct tk_session {
     plan *in_capture;
     size_t captures;        /* staged graphs captured */
     size_t direct_captures; /* direct graphs captured */
-    size_t capture_failures; /* staged graphs that could not be captured (those signatures stay eager) */
+    size_t capture_failures; /* graphs the prefill could not capture (those signatures stay eager) */
+    /* tk_session_bind: the caller's buffers (inputs, then outputs); the prefill captures each
+     * signature's direct graph on them instead of its staged graph */
+    int bound;
+    void *bound_ptrs[TK_DIRECT_MAX];
     int last_direct;        /* the last run replayed a direct graph */
     /* Prefill: the capture thread also plans and captures every signature of a small symbol
      * space (at most max_plans) that no request brought yet, in order, requests first; so that a
@@ -1314,6 +1318,15 @@ static plan *prefill_next_locked(tk_session *s)
         uint64_t hash = key_hash(key, nsyms);
         plan *pl = plan_lookup_locked(s, key, hash);
         if (pl) {
+            if (s->bound) {
+                /* a direct graph on other pointers stays: the request path drops it (it may be
+                 * launching it now) and asks again */
+                if (pl->direct_state != GRAPH_NONE || pl->in_queue || pl == s->in_capture)
+                    continue;
+                memcpy(pl->dptrs, s->bound_ptrs, sizeof pl->dptrs);
+                pl->direct_state = GRAPH_QUEUED;
+                return pl;
+            }
             if (pl->graph_state != GRAPH_NONE)
                 continue;
             pl->graph_state = GRAPH_QUEUED; /* so that no request queues it while it is captured */
@@ -1335,7 +1348,12 @@ static plan *prefill_next_locked(tk_session *s)
             continue;
         }
         plan_insert_locked(s, pl);
-        pl->graph_state = GRAPH_QUEUED;
+        if (s->bound) {
+            memcpy(pl->dptrs, s->bound_ptrs, sizeof pl->dptrs);
+            pl->direct_state = GRAPH_QUEUED;
+        } else {
+            pl->graph_state = GRAPH_QUEUED;
+        }
         /* least recently used: requested signatures stay ahead of prefilled ones */
         lru_unlink(s, pl);
         pl->prev = s->oldest;
@@ -1420,6 +1438,7 @@ static void *capturer_main(void *arg)
                 tk_cuda_graph_free(s->cap_ctx, dexec);
             if (pl->direct_state == GRAPH_QUEUED)
                 pl->direct_state = dexec ? GRAPH_NONE : GRAPH_NEVER;
+            s->capture_failures += !dexec && s->bound;
         }
         s->in_capture = NULL;
         pthread_cond_broadcast(&s->cond);
@@ -1547,6 +1566,80 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
     }
     pthread_mutex_unlock(&s->lock);
     return g;
+}
+
+/* --- bound buffers ----------------------------------------------------------------------------- */
+
+int tk_session_bind(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor *const *out, size_t nout)
+{
+    if (!s)
+        return tk_error_set(TK_EINVAL, "tk_session_bind: no session");
+    const tk_exec_program *p = s->p;
+    const tk_program_model *m = p->m;
+    char d1[32], d2[32];
+    if (nin != m->ninputs || nout != m->noutputs || (nin && !in) || (nout && !out))
+        return tk_error_set(TK_EINVAL, "tk_session_bind: program '%s' has %zu inputs and %zu outputs, got %zu and %zu",
+                            m->name, m->ninputs, m->noutputs, in ? nin : 0, out ? nout : 0);
+    if (!s->graphs)
+        return tk_error_set(TK_EUNSUPPORTED, "tk_session_bind: the session on %s runs without CUDA graphs: nothing to "
+                                             "bind", tk_device_name(s->ctx->device, d1, sizeof d1));
+    if (nin + nout > TK_DIRECT_MAX)
+        return tk_error_set(TK_EUNSUPPORTED, "tk_session_bind: program '%s' has %zu inputs and outputs, at most %d bind",
+                            m->name, nin + nout, TK_DIRECT_MAX);
+    /* the largest shape of every input and output: every symbol at its maximum */
+    int64_t key[64] = {0};
+    plan *big = NULL;
+    for (size_t k = 0; k < m->nsymbols; k++)
+        key[k] = m->symbols[k].max;
+    int rc = plan_new(&big, s, key);
+    if (rc)
+        return rc;
+    void *ptrs[TK_DIRECT_MAX] = {0};
+    for (size_t i = 0; i < nin + nout && !rc; i++) {
+        int is_in = i < nin;
+        size_t j = is_in ? i : i - nin;
+        tk_tensor *t = is_in ? in[j] : out[j];
+        int v = is_in ? -1 : p->outputs[j];
+        for (size_t u = 0; is_in && u < p->nvalues; u++)
+            if (p->values[u].kind == V_INPUT && p->values[u].index == (int)j)
+                v = (int)u;
+        if (v < 0) {
+            rc = tk_error_set(TK_EINTERNAL, "tk_session_bind: input %zu of program '%s' has no value", j, m->name);
+            break;
+        }
+        const xvalue *x = &p->values[v];
+        if (!is_in && (x->kind != V_NODE || x->output != (int)j))
+            rc = tk_error_set(TK_EUNSUPPORTED, "tk_session_bind: output %zu of program '%s' is not a value of its own "
+                                               "(an input, a parameter or another output): it cannot be bound", j, m->name);
+        else if (!t || !same_dev(tk_tensor_device(t), s->ctx->device))
+            rc = tk_error_set(TK_EINVAL, "tk_session_bind: %s %zu is %s%s, expected a tensor on %s", is_in ? "input" : "output",
+                              j, t ? "on " : "missing", t ? tk_device_name(tk_tensor_device(t), d1, sizeof d1) : "",
+                              tk_device_name(s->ctx->device, d2, sizeof d2));
+        else if (tk_tensor_dtype(t) != x->pm->dtype || (size_t)tk_numel(t) * tk_dtype_size(x->pm->dtype) < big->size[v])
+            rc = tk_error_set(TK_EINVAL, "tk_session_bind: %s %zu is %s with %lld elements, expected %s holding the "
+                                         "largest shape (%zu bytes)", is_in ? "input" : "output", j,
+                              tk_dtype_name(tk_tensor_dtype(t)), (long long)tk_numel(t), tk_dtype_name(x->pm->dtype),
+                              big->size[v]);
+        else
+            ptrs[i] = tk_tensor_data(t);
+    }
+    plan_free(s, big);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&s->lock);
+    memcpy(s->bound_ptrs, ptrs, sizeof ptrs);
+    s->bound = 1;
+    if (s->prefill_allowed && capturer_start_locked(s) == 0) {
+        /* the walk again, from the start: every signature gets its graph on the buffers */
+        for (size_t k = 0; k < m->nsymbols; k++)
+            s->prefill_key[k] = m->symbols[k].min;
+        s->prefill_done = 0;
+        s->prefill_on = 1;
+        s->capture_failures = 0;
+        pthread_cond_signal(&s->cond);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return 0;
 }
 
 /* Whether every input lies on the session's device (an eager run then reads them in place). */

@@ -144,6 +144,12 @@ static void exec__session_options_bound_the_plans_and_are_checked(void **state)
         tk_exec_session_stats(s, &st);
         assert_int_equal(st.plans, b < 3 ? b : 3);
     }
+    tk_tensor *x = tp_input(TP_MAX_BATCH, 1);
+    assert_int_equal(tk_session_bind(s, &x, 1, NULL, 0), TK_EINVAL); /* two outputs */
+    tk_tensor *outs[2] = {x, x};
+    assert_int_equal(tk_session_bind(s, &x, 1, outs, 2), TK_EUNSUPPORTED); /* a CPU session */
+    assert_non_null(strstr(tk_error_last(), "without CUDA graphs"));
+    tk_tensor_free(x);
     tk_session_free(s);
     assert_int_equal(tk_session_wait_ready(NULL), TK_EINVAL);
     fixture_release(&fx);

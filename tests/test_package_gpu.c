@@ -440,6 +440,61 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
     fixture_release(&fx);
 }
 
+/* tk_session_bind: a server's buffers at the largest shape, each call a view of its shape at their
+ * start. The prefill captures every signature's graph on those buffers, so every batch, never
+ * run before included, replays its direct graph (no staging copies). Buffers of another dtype
+ * or too small are refused. */
+static void gpu__bound_buffers_replay_direct_graphs_for_every_shape(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.prefill = TK_PREFILL_NOW;
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, &o));
+    tk_ctx *ctx = tk_session_ctx(s);
+    const int64_t ishape[] = {TP_MAX_BATCH, TP_IN}, oshape[] = {TP_MAX_BATCH, TP_OUT}, small[] = {TP_MAX_BATCH - 1, TP_IN};
+    tk_tensor *xbuf, *obuf[2], *tiny;
+    tk_assert_ok(tk_tensor_new(&xbuf, ctx, GPU, TK_F32, 2, ishape));
+    tk_assert_ok(tk_tensor_new(&tiny, ctx, GPU, TK_F32, 2, small));
+    for (int i = 0; i < 2; i++)
+        tk_assert_ok(tk_tensor_new(&obuf[i], ctx, GPU, TK_F32, 2, oshape));
+    assert_int_equal(tk_session_bind(s, &tiny, 1, obuf, 2), TK_EINVAL);
+    assert_non_null(strstr(tk_error_last(), "largest shape"));
+    tk_assert_ok(tk_session_bind(s, &xbuf, 1, obuf, 2));
+    assert_int_equal(tk_session_wait_ready(s), 1);
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.direct_captures, TP_MAX_BATCH);
+    const int64_t batches[] = {5, 64, 1, 33, 17, 2};
+    for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
+        int64_t b = batches[i];
+        const int64_t is[] = {b, TP_IN}, os[] = {b, TP_OUT};
+        tk_tensor xv, ov[2], *x = tp_input(b, (int)i), *outs[2] = {&ov[0], &ov[1]}, *in = &xv;
+        tk_tensor_view_init(&xv, GPU, TK_F32, 2, is, tk_tensor_data(xbuf));
+        for (int k = 0; k < 2; k++)
+            tk_tensor_view_init(&ov[k], GPU, TK_F32, 2, os, tk_tensor_data(obuf[k]));
+        tk_assert_ok(tk_tensor_copy(ctx, &xv, x));
+        tk_assert_ok(tk_session_run(s, &in, 1, outs, 2));
+        tk_assert_ok(tk_ctx_sync(ctx));
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.last_mode, TK_EXEC_REPLAYED);
+        assert_int_equal(st.last_direct, 1);
+        tk_tensor *y = to_host(ctx, &ov[0]), *h = to_host(ctx, &ov[1]);
+        tp_check(x, y, h);
+        tk_tensor_free(y);
+        tk_tensor_free(h);
+        tk_tensor_free(x);
+    }
+    tk_tensor_free(xbuf);
+    tk_tensor_free(tiny);
+    tk_tensor_free(obuf[0]);
+    tk_tensor_free(obuf[1]);
+    tk_session_free(s);
+    fixture_release(&fx);
+}
+
 int main(void)
 {
     if (tk_cuda_available() != 0) {
@@ -451,6 +506,7 @@ int main(void)
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
         cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
+        cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),

@@ -38,7 +38,7 @@
 
 typedef struct options {
     const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv, *prefill;
-    int calls, warmup, first, max_shapes;
+    int calls, warmup, first, max_shapes, bind;
     uint64_t seed;
     tk_session_options session; /* from --prefill and --max-shapes */
 } options;
@@ -71,9 +71,11 @@ static int usage(FILE *f, int status)
     fprintf(f, "usage: bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]\n"
                "                     [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]\n"
                "                     [--first N] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n"
-               "                     [--prefill auto|now|off] [--max-shapes N]\n"
+               "                     [--prefill auto|now|off] [--max-shapes N] [--bind]\n"
                "--prefill now: each session captures its whole symbol space from creation and is waited for\n"
-               "(tk_session_wait_ready) before its first call; --max-shapes: the signatures a session keeps.\n");
+               "(tk_session_wait_ready) before its first call; --max-shapes: the signatures a session keeps;\n"
+               "--bind: each session's buffers (largest shapes) are bound (tk_session_bind) and its prefill\n"
+               "waited for: calls on them replay graphs captured on them.\n");
     return status;
 }
 
@@ -83,20 +85,22 @@ static int fail(const char *what)
     return 1;
 }
 
-/* A session with the options; with --prefill now, waited for until its prefill is over (*ready_ms:
- * the wait, *ready: tk_session_wait_ready's answer). */
-static int session_open(const tk_session_options *so, tk_package *pkg, tk_device dev, tk_session **s,
-                        double *ready_ms, int *ready)
+/* A new session's buffers bound (--bind) and its prefill waited for (--prefill now): *ready_ms
+ * is the time both took, *ready tk_session_wait_ready's answer. */
+static int session_settle(const tk_session_options *so, int bind, tk_session *s, const shape_buffers *b,
+                          double *ready_ms, int *ready)
 {
-    int rc = tk_session_new_ex(s, pkg, dev, so);
+    double t0 = now_us();
+    int rc = 0;
     *ready_ms = 0;
     *ready = 0;
-    if (rc || so->prefill != TK_PREFILL_NOW)
+    if (bind && (rc = tk_session_bind(s, b->in, b->nin, b->out, b->nout)))
         return rc;
-    double t0 = now_us();
-    rc = tk_session_wait_ready(*s);
+    if (so->prefill == TK_PREFILL_NOW || bind) {
+        rc = tk_session_wait_ready(s);
+        *ready = rc > 0;
+    }
     *ready_ms = (now_us() - t0) / 1000.0;
-    *ready = rc > 0;
     return rc < 0 ? rc : 0;
 }
 
@@ -104,6 +108,7 @@ static int session_open(const tk_session_options *so, tk_package *pkg, tk_device
 
 typedef struct worker {
     const tk_session_options *so;
+    int bind;
     tk_package *pkg;
     tk_device dev;
     shape_stream_kind kind;
@@ -128,7 +133,7 @@ static void *work(void *arg)
     int stream_ok = 0, ready;
     double ready_ms;
     char err[512];
-    if ((w->rc = session_open(w->so, w->pkg, w->dev, &s, &ready_ms, &ready))) {
+    if ((w->rc = tk_session_new_ex(&s, w->pkg, w->dev, w->so))) {
         snprintf(w->err, sizeof w->err, "tk_session_new: %s", tk_error_last());
     } else if (shape_stream_init(&st, w->pkg, w->kind, w->list, w->seed + 7919u * (uint64_t)w->index, err,
                                  sizeof err)) {
@@ -139,6 +144,8 @@ static void *work(void *arg)
         st.next = st.nrows ? (size_t)w->index % st.nrows : 0; /* threads of a cycle start apart */
         if ((w->rc = shape_buffers_init(&bufs, &st, w->pkg, s, w->seed)))
             snprintf(w->err, sizeof w->err, "buffers: %s", tk_error_last());
+        else if ((w->rc = session_settle(w->so, w->bind, s, &bufs, &ready_ms, &ready)))
+            snprintf(w->err, sizeof w->err, "bind and prefill: %s", tk_error_last());
     }
     tk_ctx *ctx = s ? tk_session_ctx(s) : NULL;
     for (int i = 0; i < w->warmup + w->calls; i++) {
@@ -211,7 +218,7 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
     pthread_barrier_init(&ready, NULL, (unsigned)nthreads + 1);
     pthread_barrier_init(&done, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){.so = &o->session, .pkg = pkg, .dev = dev, .kind = kind, .list = list, .seed = o->seed,
+        w[i] = (worker){.so = &o->session, .bind = o->bind, .pkg = pkg, .dev = dev, .kind = kind, .list = list, .seed = o->seed,
                         .index = i, .warmup = o->warmup, .calls = o->calls, .ready = &ready, .done = &done,
                         .t = t + (size_t)i * (size_t)o->calls, .is_new = is_new + (size_t)i * (size_t)o->calls};
         if (pthread_create(&th[i], NULL, work, &w[i])) {
@@ -274,13 +281,17 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
     }
     have_un = 1;
     double t0 = now_us();
-    if (session_open(&o->session, pkg, dev, &s, &r->ready_ms, &r->ready)) {
+    if (tk_session_new_ex(&s, pkg, dev, &o->session)) {
         fail("tk_session_new");
         goto done;
     }
-    r->session_new_ms = (now_us() - t0) / 1000.0 - r->ready_ms;
+    r->session_new_ms = (now_us() - t0) / 1000.0;
     if (shape_buffers_init(&bufs, &fx, pkg, s, o->seed)) {
         fail("buffers");
+        goto done;
+    }
+    if (session_settle(&o->session, o->bind, s, &bufs, &r->ready_ms, &r->ready)) {
+        fail("bind and prefill");
         goto done;
     }
     tk_ctx *ctx = tk_session_ctx(s);
@@ -387,8 +398,8 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
         json_str(f, vals[i]);
         fprintf(f, ",\n");
     }
-    fprintf(f, " \"calls\": %d, \"warmup\": %d, \"seed\": %llu, \"prefill\": \"%s\", \"max_shapes\": %d,\n", o->calls,
-            o->warmup, (unsigned long long)o->seed, o->prefill ? o->prefill : "auto", o->max_shapes);
+    fprintf(f, " \"calls\": %d, \"warmup\": %d, \"seed\": %llu, \"prefill\": \"%s\", \"max_shapes\": %d, \"bind\": %d,\n",
+            o->calls, o->warmup, (unsigned long long)o->seed, o->prefill ? o->prefill : "auto", o->max_shapes, o->bind);
     fprintf(f, " \"first_calls\": {\"shapes\": %d, \"session_new_ms\": %.3f, \"ready_ms\": %.3f, \"ready\": %d, "
                "\"session_first_call_us\": %.3f, \"first\": ",
             fr->shapes, fr->session_new_ms, fr->ready_ms, fr->ready, fr->session_first_us);
@@ -468,6 +479,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--csv")) str = &o.csv;
         else if (!strcmp(a, "--prefill")) str = &o.prefill;
         else if (!strcmp(a, "--max-shapes")) num = &o.max_shapes;
+        else if (!strcmp(a, "--bind")) {
+            o.bind = 1;
+            continue;
+        }
         else if (!strcmp(a, "--calls")) num = &o.calls, lo = 1;
         else if (!strcmp(a, "--warmup")) num = &o.warmup;
         else if (!strcmp(a, "--first")) num = &o.first;
@@ -583,9 +598,9 @@ int main(int argc, char **argv)
     if (o.first > 0 && (rc = run_first(&o, pkg, dev, fixed, &fr)))
         goto done;
     if (o.first > 0) {
-        if (o.session.prefill == TK_PREFILL_NOW)
-            printf("prefill: the fresh session was ready %.1f ms after its creation (%s)\n", fr.ready_ms,
-                   fr.ready ? "every signature captured" : "no prefill: the symbol space is above --max-shapes");
+        if (o.session.prefill == TK_PREFILL_NOW || o.bind)
+            printf("prefill%s: the fresh session was ready %.1f ms after its buffers (%s)\n", o.bind ? " on bound buffers" : "",
+                   fr.ready_ms, fr.ready ? "every signature captured" : "no prefill: the symbol space is above --max-shapes");
         printf("first calls (a fresh session, made in %.1f ms): its first call %.1f us (%s); then %d shapes never "
                "run before, each once, and again:\n", fr.session_new_ms, fr.session_first_us, fixed, fr.shapes);
         printf("  %-12s %10s %10s %10s %10s %10s\n", "", "median us", "p90 us", "p99 us", "mean us", "max us");

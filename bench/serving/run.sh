@@ -22,7 +22,8 @@
 # ($CALLS), TORCH_MODES (eager,compile,reduce-overhead), SKIP_TORCH=1, BIG_GIB (8; 0 leaves the
 # large-weights part out), KEEP_BIG=1 (keep big.tkpkg), DROP_CACHES=1, TKPROG_DIR, EXPORT_ONLY=1 (write
 # OUTDIR/mlp.tkprog and OUTDIR/tokmlp.tkprog and stop: what the GPU machine needs in TKPROG_DIR),
-# PREFILL (auto|now|off: bench_serving --prefill), MAX_SHAPES (bench_serving --max-shapes),
+# PREFILL (auto|now|off: bench_serving --prefill), MAX_SHAPES (bench_serving --max-shapes), BIND=1
+# (bench_serving --bind),
 # PARTS (default "serving cli torch big": steps b to e to run; calls with other PARTS into the
 # same OUTDIR add to it, for machines that limit how long one command runs).
 # Exit status: 0 done, 1 a step failed, 2 usage.
@@ -115,7 +116,7 @@ for m in mlp tokmlp; do
     say "bench_serving $m"
     "$serving" "$out/$m.tkpkg" --device "$device" --streams "$streams" --threads "$(echo $threads | tr ' ' ',')" \
         --calls "$calls" --warmup "$warmup" --first "$first" --label tkexport \
-        ${PREFILL:+--prefill "$PREFILL"} ${MAX_SHAPES:+--max-shapes "$MAX_SHAPES"} \
+        ${PREFILL:+--prefill "$PREFILL"} ${MAX_SHAPES:+--max-shapes "$MAX_SHAPES"} ${BIND:+--bind} \
         --json "$out/serving_$m.json" --csv "$out/serving_$m.csv" | tee "$out/serving_$m.txt" || status=1
     TK_CUBLASLT_EXACT=1 "$serving" "$out/$m.tkpkg" --device "$device" --streams none --first "$first" \
         --label exact-heuristic --json "$out/first_exact_$m.json" >"$out/first_exact_$m.txt" || status=1

@@ -204,6 +204,18 @@ int tk_session_wait_ready(tk_session *s);
 /* The session's context, for tensors on its device (tk_tensor_new) and tk_ctx_sync. */
 tk_ctx *tk_session_ctx(tk_session *s);
 
+/* Binds the device buffers a service passes every call's inputs and outputs in: one per input and
+ * output, on the session's device, of its dtype, large enough for its largest shape (every
+ * symbol at its maximum); each call then passes views of its shape at the start of them (the
+ * same data pointers). The session's prefill (TK_PREFILL_NOW or AUTO, a symbol space within
+ * max_shapes) captures every signature's graph on those very buffers, from now on and again for
+ * signatures captured before, so that a call on them, of a shape never run before included,
+ * replays its graph with no staging copies; tk_session_wait_ready waits for it. Calls on other
+ * tensors still run (staged graphs, or eagerly). The buffers must outlive the session or a later
+ * bind. TK_EINVAL for a buffer missing, on another device, of another dtype or too small;
+ * TK_EUNSUPPORTED for a CPU session or a program whose outputs are not values of their own. */
+int tk_session_bind(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor *const *out, size_t nout);
+
 /* Runs the program: the inputs are checked before anything is launched (dtype, rank, static
  * dims, symbolic dims inside their ranges and consistent across inputs; errors name the input,
  * the dim, the symbol and the range). out has nout >= tk_package_num_outputs slots: NULL slots
