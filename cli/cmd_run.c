@@ -34,6 +34,10 @@ static const tk_cli_option options[] = {
     {{"seed", required_argument, NULL, 's'}, "S", "the seed of random: inputs and of --shapes uniform (default 0)"},
     {{"shapes", required_argument, NULL, 'S'}, "KIND",
      "the shapes of --bench's calls: fixed (--input's; the default), cycle, uniform or file:PATH (below)"},
+    {{"prefill", required_argument, NULL, 'P'}, "KIND",
+     "with --shapes: auto (the default), now (the session captures every shape from its creation and is waited for) or off"},
+    {{"bind", no_argument, NULL, 'B'}, NULL,
+     "with --shapes: bind the session's buffers (tk_session_bind) and wait for its graphs on them"},
     {{"allow-unsigned", no_argument, NULL, 'u'}, NULL,
      "run a package that carries no signature (refused otherwise; docs/security.md)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
@@ -49,7 +53,7 @@ static void help(FILE *f)
                "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n"
                "                    [--allow-unsigned]\n"
                "       tkexport run PKG.tkpkg --shapes cycle|uniform|file:PATH --bench N [--device ...] [--warmup N]\n"
-               "                    [--profile] [--seed S] [--allow-unsigned]\n\n"
+               "                    [--prefill auto|now|off] [--bind] [--profile] [--seed S] [--allow-unsigned]\n\n"
                "Opens the package (verifying its signature against the keys this machine trusts, then every\n"
                "entry's SHA-256; an unsigned package only with --allow-unsigned), reads each of the program's inputs by its\n"
                "name from a .npy file (float32 or float16 files convert to f32, f16 or bf16, rounding to nearest\n"
@@ -69,7 +73,10 @@ static void help(FILE *f)
                "               '#' starts a comment), to replay the sizes a service really gets\n"
                "Every call is timed (run + sync, inputs already on the device); besides the statistics above it\n"
                "reports the mean and, apart, the calls whose shape was new to the session (they plan, and on a\n"
-               "GPU may capture a CUDA graph) and those that repeat one.\n\n"
+               "GPU may capture a CUDA graph) and those that repeat one. --prefill and --bind set the session up as\n"
+               "a service would (docs/runtime.md): --prefill now captures every shape of a small symbol space from\n"
+               "the session's creation, --bind binds the buffers the calls are views of, so that each shape's graph\n"
+               "is captured on them; both are waited for before the warm-up, and the wait is printed.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "diobwpsh");
     fprintf(f, "\nexit status: 0 done, 1 the run failed (an unreadable package or .npy, an input outside the\n"
@@ -549,7 +556,8 @@ done:
 /* tkexport run PKG --shapes KIND --bench N: the session, the buffers, the stream, and --profile on
  * the stream's first shape. Returns the exit status. */
 static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape_stream_kind kind, const char *label,
-                      const char *list_path, int nbench, int warmup, uint64_t seed, int do_profile, double t_open)
+                      const char *list_path, int nbench, int warmup, uint64_t seed, int do_profile, double t_open,
+                      const tk_session_options *so, int bind)
 {
     shape_stream st;
     shape_buffers bufs = {0};
@@ -568,7 +576,7 @@ static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape
     }
     free(list);
     double t_session = now_us();
-    if ((e = tk_session_new(&s, pkg, dev))) {
+    if ((e = tk_session_new_ex(&s, pkg, dev, so))) {
         rc = fail(e);
         goto done;
     }
@@ -579,6 +587,21 @@ static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape
     }
     printf("package opened in %.2f ms (digests verified, host object loaded); session on %s in %.2f ms "
            "(context, weights uploaded)\n", t_open / 1000.0, devname, t_session / 1000.0);
+    if (bind || so->prefill == TK_PREFILL_NOW) {
+        double t_ready = now_us();
+        if (bind && (e = tk_session_bind(s, bufs.in, bufs.nin, bufs.out, bufs.nout))) {
+            rc = fail(e);
+            goto done;
+        }
+        int ready = tk_session_wait_ready(s);
+        if (ready < 0) {
+            rc = fail(ready);
+            goto done;
+        }
+        printf("session ready in %.2f ms: %s\n", (now_us() - t_ready) / 1000.0,
+               ready ? "every shape of the program has its graph" : "no prefill (the symbol space is above 1024 shapes, or a "
+                                                                   "CPU session): new shapes run eagerly first");
+    }
     if ((e = bench_stream(s, pkg, &st, &bufs, nbench, warmup, seed, label, devname))) {
         rc = fail(e);
         goto done;
@@ -618,7 +641,9 @@ int cmd_run(int argc, char **argv)
     struct option longopts[NOPT + 1];
     tk_cli_longopts(longopts, options, NOPT);
     const char *device = NULL, *outdir = NULL;
-    int nbench = 0, warmup = DEFAULT_WARMUP, do_profile = 0, c, err, rc = TK_EXIT_USAGE, nargs = 0;
+    int nbench = 0, warmup = DEFAULT_WARMUP, do_profile = 0, c, err, rc = TK_EXIT_USAGE, nargs = 0, bind = 0;
+    tk_session_options sopts = TK_SESSION_OPTIONS_INIT;
+    const char *prefill_arg = NULL;
     tk_package_options popts = TK_PACKAGE_OPTIONS_INIT;
     shape_stream_kind shapes = SHAPES_FIXED;
     const char *shapes_arg = "fixed", *shapes_file = NULL;
@@ -632,7 +657,7 @@ int cmd_run(int argc, char **argv)
     if (!args)
         return TK_EXIT_INTERNAL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:S:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:S:P:Bh", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'i': {
@@ -654,6 +679,20 @@ int cmd_run(int argc, char **argv)
                 goto done;
             break;
         case 'p': do_profile = 1; break;
+        case 'B': bind = 1; break;
+        case 'P':
+            prefill_arg = optarg;
+            if (!strcmp(optarg, "auto"))
+                sopts.prefill = TK_PREFILL_AUTO;
+            else if (!strcmp(optarg, "now"))
+                sopts.prefill = TK_PREFILL_NOW;
+            else if (!strcmp(optarg, "off"))
+                sopts.prefill = TK_PREFILL_OFF;
+            else {
+                fprintf(stderr, "tkexport run: --prefill '%s': expected auto, now or off\n", optarg);
+                goto done;
+            }
+            break;
         case 'u': popts.allow_unsigned = 1; break;
         case 's': {
             char *end;
@@ -687,6 +726,10 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "tkexport run: --shapes %s %s\n", shapes_arg, why);
             goto done;
         }
+    } else if (bind || prefill_arg) {
+        fprintf(stderr, "tkexport run: %s sets up a session for a stream of shapes: it goes with --shapes "
+                        "cycle|uniform|file:PATH\n", bind ? "--bind" : "--prefill");
+        goto done;
     }
     if (optind >= argc) {
         fprintf(stderr, "tkexport run: no package given (expected a .tkpkg written by tkexport compile)\n");
@@ -742,7 +785,8 @@ int cmd_run(int argc, char **argv)
     }
     if (shapes != SHAPES_FIXED) {
         printf("%s: program '%s' on %s%s\n", path, tk_package_program(pkg), devname, why);
-        rc = run_stream(pkg, dev, devname, shapes, shapes_arg, shapes_file, nbench, warmup, seed, do_profile, t_open);
+        rc = run_stream(pkg, dev, devname, shapes, shapes_arg, shapes_file, nbench, warmup, seed, do_profile, t_open,
+                        &sopts, bind);
         goto done;
     }
     if (match_inputs(args, nargs, pkg, path, which))

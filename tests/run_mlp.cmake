@@ -124,6 +124,17 @@ step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 20 --warmup 2 -
   STDOUT "bench on ${DEVICE}[^\n]*, shapes uniform over batch in \\[1, 1024\\]: 20 calls \\(run \\+ sync[^\n]*2 warm-up, seed 3\n  median +[0-9.]+ us\n  p10 +[0-9.]+ us\n  p90 +[0-9.]+ us\n  p99 +[0-9.]+ us\n  min +[0-9.]+ us\n  mean +[0-9.]+ us\n  calls/s +[0-9]+[^\n]*\n  samples/s +[0-9]+[^\n]*\n  new shapes +[0-9]+ calls: median [0-9.]+ us, p90 [0-9.]+ us, p99 [0-9.]+ us, max [0-9.]+ us\n  repeat shapes +[0-9]+ calls")
 step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 16 --warmup 0 --shapes cycle --profile
   STDOUT "shapes cycle over batch in \\[1, 1024\\]: 16 calls.*\n  new shapes +8 calls: median [^\n]*\n  repeat shapes +8 calls: median [^\n]*\nprofile of batch=1:\nprofile on ${DEVICE}[^\n]*: 3 nodes\n.*tk::linear.*custom_ops::silu.*tk::linear.*total")
+# a session set up as a service's: the prefill from creation and bound buffers, waited for; on a
+# GPU every shape then replays a graph captured on the buffers, the CPU has no graphs to bind
+if(DEVICE STREQUAL "cpu")
+  step(0 COMMAND ${TKEXPORT} run ${pkg} --device cpu --bench 6 --warmup 0 --shapes uniform --prefill now
+    STDOUT "session ready in [0-9.]+ ms: no prefill \\(the symbol space is above 1024 shapes, or a CPU session\\)")
+  step(1 COMMAND ${TKEXPORT} run ${pkg} --device cpu --bench 6 --shapes uniform --bind
+    STDERR "tk_session_bind: the session on cpu runs without CUDA graphs: nothing to bind")
+else()
+  step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 50 --warmup 0 --shapes uniform --bind
+    STDOUT "session ready in [0-9.]+ ms: every shape of the program has its graph\n.*new shapes +[0-9]+ calls")
+endif()
 file(WRITE ${WORK}/sizes.txt "# sizes a service saw\nbatch=3\nbatch=1024; batch=77;batch=3\n")
 step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --warmup 0 --shapes file:${WORK}/sizes.txt
   STDOUT "shapes file:[^\n]*sizes.txt over batch in \\[1, 1024\\]: 8 calls.*\n  new shapes +3 calls: [^\n]*\n  repeat shapes +5 calls")
