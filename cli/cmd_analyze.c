@@ -74,6 +74,8 @@ int cmd_analyze(int argc, char **argv)
         goto done;
     }
     opts.extra_args = extra;
+    if (tk_cli_output_clobbers("analyze", output, (const char *const *)argv + optind, (size_t)(argc - optind)))
+        goto done;
     int err = tk_analysis_run(&a, &opts, (const char *const *)argv + optind, (size_t)(argc - optind));
     if (err) {
         fprintf(stderr, "tkexport analyze: %s\n", tk_error_last());
@@ -88,6 +90,9 @@ int cmd_analyze(int argc, char **argv)
             rc = TK_EXIT_INTERNAL;
             goto done;
         }
+    }
+    if (output && !strcmp(output, "-")) {
+        output = NULL; /* -o -: stdout, in -o's format (JSON unless --format says) */
     }
     if (output) {
         if (!json) {

@@ -139,6 +139,12 @@ int cmd_compile(int argc, char **argv)
         fprintf(stderr, "tkexport compile: '%s' does not exist\n", argv[optind]);
         return TK_EXIT_USAGE;
     }
+    if (!strcmp(output, "-")) {
+        fprintf(stderr, "tkexport compile: -o -: a package is a zip archive, written to a file: give its path\n");
+        return TK_EXIT_USAGE;
+    }
+    if (tk_cli_output_clobbers("compile", output, (const char *const *)argv + optind, 1))
+        return TK_EXIT_USAGE;
     if (key_file && no_sign) {
         fprintf(stderr, "tkexport compile: --sign-key and --no-sign contradict each other\n");
         return TK_EXIT_USAGE;

@@ -103,6 +103,13 @@ int cmd_export(int argc, char **argv)
     }
     const char *const *paths = (const char *const *)argv + optind;
     size_t npaths = (size_t)(argc - optind);
+    if (!strcmp(output, "-")) {
+        fprintf(stderr, "tkexport export: -o -: a program is a zip archive, written to a file: give its path\n");
+        goto done;
+    }
+    if (tk_cli_output_clobbers("export", output, paths, npaths) ||
+        tk_cli_output_clobbers("export", output, &weights, weights ? 1 : 0))
+        goto done;
     int progress = isatty(STDERR_FILENO);
     opts.extra_args = extra;
     opts.progress = progress;

@@ -136,6 +136,10 @@ int cmd_lint(int argc, char **argv)
     if (!format)
         format = output ? format_of_output(output) : "text";
     opts.extra_args = extra;
+    if (tk_cli_output_clobbers("lint", output, (const char *const *)argv + optind, (size_t)(argc - optind)))
+        goto done;
+    if (output && !strcmp(output, "-"))
+        output = NULL; /* -o -: stdout, in --format's format */
     int err = tk_analysis_run(&a, &opts, (const char *const *)argv + optind, (size_t)(argc - optind));
     if (err) {
         fprintf(stderr, "tkexport lint: %s\n", tk_error_last());

@@ -1,8 +1,12 @@
 /* The option helpers of cli/options.h. */
+#define _DEFAULT_SOURCE
 #include "options.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <sys/stat.h>
 
 void tk_cli_longopts(struct option *longopts, const tk_cli_option *opts, size_t n)
 {
@@ -50,3 +54,45 @@ int tk_cli_analyzer_option(const char *cmd, int c, const char *arg, tk_analyze_o
     }
 }
 #endif
+
+/* A source the analyzer reads, by its extension. */
+static int is_source_name(const char *path)
+{
+    static const char *const exts[] = {".c", ".h", ".cu", ".cuh", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".inl"};
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash))
+        return 0;
+    for (size_t i = 0; i < sizeof exts / sizeof *exts; i++)
+        if (!strcmp(dot, exts[i]))
+            return 1;
+    return 0;
+}
+
+int tk_cli_output_clobbers(const char *cmd, const char *output, const char *const *inputs, size_t n)
+{
+    struct stat so, si;
+    if (!output || !strcmp(output, "-") || stat(output, &so) != 0)
+        return 0;
+    char out_real[PATH_MAX], in_real[PATH_MAX];
+    int have_real = realpath(output, out_real) != NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!inputs[i] || stat(inputs[i], &si) != 0)
+            continue;
+        if (so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
+            fprintf(stderr, "tkexport %s: -o %s is the input %s itself%s: writing it would destroy the input "
+                            "(choose another output)\n", cmd, output, inputs[i],
+                    strcmp(output, inputs[i]) ? " (a link to the same file)" : "");
+            return 1;
+        }
+        if (S_ISDIR(si.st_mode) && S_ISREG(so.st_mode) && have_real && is_source_name(out_real) &&
+            realpath(inputs[i], in_real)) {
+            size_t len = strlen(in_real);
+            if (!strncmp(out_real, in_real, len) && (out_real[len] == '/' || (len == 1 && in_real[0] == '/'))) {
+                fprintf(stderr, "tkexport %s: -o %s is a source inside the input folder %s: writing it would "
+                                "destroy the input (choose another output)\n", cmd, output, inputs[i]);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}

@@ -27,6 +27,12 @@ void tk_cli_print_options(FILE *f, const tk_cli_option *opts, size_t n, const ch
 /* A whole number from 0 to max into *out, or a one-line error "tkexport CMD: ..." on stderr and -1. */
 int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int max, int *out);
 
+/* Whether writing output would replace one of the command's inputs: the same file (a hard link
+ * or a symlink to it included), or, for an input folder, a C, C++ or CUDA source inside it. 1
+ * with a one-line error "tkexport CMD: -o OUTPUT is ..." on stderr, else 0 (an output that does
+ * not exist yet, or "-", is never one). */
+int tk_cli_output_clobbers(const char *cmd, const char *output, const char *const *inputs, size_t n);
+
 #ifdef TK_WITH_ANALYZER
 /* -p, --max-depth, --extra-arg, -j, --cache-dir, --no-cache: spliced into a command's table and
  * applied by tk_cli_analyzer_option. */
