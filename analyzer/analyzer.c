@@ -78,36 +78,15 @@ static int source_ext(const char *name)
     return dot && (!strcmp(dot, ".c") || !strcmp(dot, ".h") || !strcmp(dot, ".cu") || !strcmp(dot, ".cuh"));
 }
 
-static int walk_dir(filelist *l, const char *dir, int depth)
+/* tk_walk_files' visitor: the sources the analyzer reads, by their real paths. */
+static int add_source(const char *path, void *arg)
 {
-    if (depth > 64)
-        return 0; /* symlink loops and absurd trees */
-    char probe[PATH_MAX];
-    snprintf(probe, sizeof(probe), "%s/CMakeCache.txt", dir);
-    if (depth > 0 && access(probe, F_OK) == 0)
-        return 0; /* a CMake build tree: generated sources, not the user's */
-    struct dirent **ents = NULL;
-    int n = scandir(dir, &ents, NULL, alphasort);
-    if (n < 0)
-        return tk_error_set(TK_EIO, "cannot read folder '%s'", dir);
-    int rc = 0;
-    for (int i = 0; i < n; i++) {
-        const char *name = ents[i]->d_name;
-        if (!rc && name[0] != '.') {
-            char p[PATH_MAX];
-            snprintf(p, sizeof(p), "%s/%s", dir, name);
-            int isdir = tk_path_is_dir(p);
-            if (isdir == 1)
-                rc = walk_dir(l, p, depth + 1);
-            else if (isdir == 0 && source_ext(name)) {
-                char *real = realpath(p, NULL);
-                rc = real ? list_add(l, real) : 0;
-                free(real);
-            }
-        }
-        free(ents[i]);
-    }
-    free(ents);
+    const char *slash = strrchr(path, '/');
+    if (!source_ext(slash ? slash + 1 : path))
+        return 0;
+    char *real = realpath(path, NULL);
+    int rc = real ? list_add(arg, real) : 0;
+    free(real);
     return rc;
 }
 
@@ -272,9 +251,15 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
             rc = tk_error_set(TK_ENOTFOUND, "'%s' does not exist (expected a source file or a folder)", paths[i]);
             goto done;
         }
+        struct stat st;
         rc = list_add(&roots, real);
-        if (!rc)
-            rc = tk_path_is_dir(real) == 1 ? walk_dir(&files, real, 0) : list_add(&files, real);
+        if (!rc && stat(real, &st) == 0 && S_ISDIR(st.st_mode))
+            rc = tk_walk_files(real, add_source, &files);
+        else if (!rc && stat(real, &st) == 0 && !S_ISREG(st.st_mode))
+            rc = tk_error_set(TK_EINVAL, "'%s' is not a regular file (a FIFO, socket or device is never read; expected "
+                                         "a source file or a folder)", paths[i]);
+        else if (!rc)
+            rc = list_add(&files, real);
         free(real);
         if (rc)
             goto done;

@@ -198,44 +198,36 @@ static int add_list(tk_strbuf *sb, char *const *argv)
     return rc;
 }
 
-/* "path sha256\n" of every file in tkexport's include/tk, sorted by name. */
+/* tk_walk_files' visitor for hash_tk_headers: "tk/<name> sha256\n" of one header. */
+typedef struct head_walk {
+    tk_strbuf sb;
+    size_t skip; /* the length of the folder's path and its '/' */
+} head_walk;
+
+static int hash_one_header(const char *path, void *arg)
+{
+    head_walk *w = arg;
+    char *data = NULL, hex[65];
+    size_t len;
+    int rc = tk_file_read(&data, &len, path, 1u << 24);
+    if (!rc) {
+        tk_sha256_hex(data, len, hex);
+        rc = tk_strbuf_addf(&w->sb, "tk/%s %s\n", path + w->skip, hex);
+    }
+    free(data);
+    return rc;
+}
+
+/* "tk/<name> sha256\n" of every file in tkexport's include/tk, in name order (tk_walk_files). */
 static int hash_tk_headers(compile *c)
 {
     char dir[PATH_MAX + 8];
     snprintf(dir, sizeof dir, "%s/tk", c->include);
-    DIR *d = opendir(dir);
-    if (!d)
-        return tk_error_set(TK_EIO, "cannot read '%s': %s", dir, strerror(errno));
-    char *names[256];
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 256)
-        if (e->d_name[0] != '.')
-            names[n++] = strdup(e->d_name);
-    closedir(d);
-    tk_strbuf sb = {0};
-    int rc = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!names[i])
-            rc = tk_error_set(TK_ENOMEM, "out of memory");
-    if (!rc)
-        qsort(names, n, sizeof(char *), cmp_name);
-    for (size_t i = 0; i < n; i++) {
-        char path[PATH_MAX + 300], *data = NULL, hex[65];
-        size_t len;
-        if (!names[i])
-            continue;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (!rc && !(rc = tk_file_read(&data, &len, path, 1u << 24))) {
-            tk_sha256_hex(data, len, hex);
-            rc = tk_strbuf_addf(&sb, "tk/%s %s\n", names[i], hex);
-        }
-        free(data);
-        free(names[i]);
-    }
-    if (!rc && !(c->tk_heads = tk_strbuf_detach(&sb)))
+    head_walk w = {.sb = {0}, .skip = strlen(dir) + 1};
+    int rc = tk_walk_files(dir, hash_one_header, &w);
+    if (!rc && !(c->tk_heads = tk_strbuf_detach(&w.sb)))
         rc = tk_error_set(TK_ENOMEM, "out of memory");
-    tk_strbuf_release(&sb);
+    tk_strbuf_release(&w.sb);
     return rc;
 }
 

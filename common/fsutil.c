@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,13 +18,19 @@ int tk_file_read(char **out, size_t *len, const char *path, size_t max_size)
     int rc = 0;
     char *buf = NULL;
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* opened without blocking and checked before any read: a FIFO would wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
         return tk_error_set(TK_EIO, "cannot read '%s': %s", path, strerror(errno));
     struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = tk_error_set(TK_EIO, "cannot read '%s': not a regular file", path);
-        goto done;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return tk_error_set(TK_EIO, "cannot read '%s': not a regular file", path);
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return tk_error_set(TK_EIO, "cannot read '%s': %s", path, strerror(errno));
     }
     if ((size_t)st.st_size > max_size) {
         rc = tk_error_set(TK_EINVAL, "'%s' is %lld bytes, more than the %zu allowed", path,
@@ -222,7 +229,9 @@ int tk_tool_include_dir(char *out, size_t n)
 
 int tk_remove_tree(const char *path)
 {
-    if (tk_path_is_dir(path) == 1) {
+    struct stat st;
+    /* lstat: a symbolic link is removed itself, never the folder it points to */
+    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         DIR *d = opendir(path);
         struct dirent *e;
         char sub[PATH_MAX];
@@ -237,6 +246,39 @@ int tk_remove_tree(const char *path)
         return rmdir(path);
     }
     return unlink(path);
+}
+
+static int walk(const char *dir, int depth, int (*visit)(const char *path, void *arg), void *arg)
+{
+    char path[PATH_MAX];
+    if (depth > TK_WALK_MAX_DEPTH)
+        return 0;
+    snprintf(path, sizeof path, "%s/CMakeCache.txt", dir);
+    if (depth > 0 && access(path, F_OK) == 0)
+        return 0; /* a CMake build tree: generated sources, not the user's */
+    struct dirent **ents = NULL;
+    int n = scandir(dir, &ents, NULL, alphasort), rc = 0;
+    if (n < 0)
+        return tk_error_set(TK_EIO, "cannot read folder '%s': %s", dir, strerror(errno));
+    for (int i = 0; i < n; i++) {
+        const char *name = ents[i]->d_name;
+        struct stat lst, st;
+        if (!rc && name[0] != '.' && (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) < sizeof path &&
+            lstat(path, &lst) == 0) {
+            if (S_ISDIR(lst.st_mode))
+                rc = walk(path, depth + 1, visit, arg);
+            else if (S_ISREG(lst.st_mode) || (S_ISLNK(lst.st_mode) && stat(path, &st) == 0 && S_ISREG(st.st_mode)))
+                rc = visit(path, arg);
+        }
+        free(ents[i]);
+    }
+    free(ents);
+    return rc;
+}
+
+int tk_walk_files(const char *dir, int (*visit)(const char *path, void *arg), void *arg)
+{
+    return walk(dir, 0, visit, arg);
 }
 
 int tk_tempdir_new(char *out, size_t n)

@@ -36,8 +36,18 @@ char *tk_default_config_dir(void);
  * ~/.cache/tkexport; malloc'd, NULL when none of them is set. */
 char *tk_default_cache_dir(void);
 
-/* Removes a file or a folder with everything in it (rm -r); -1 when something stayed. */
+/* Removes a file or a folder with everything in it (rm -r); -1 when something stayed. A symbolic
+ * link is removed itself: the folder it points to is left alone. */
 int tk_remove_tree(const char *path);
+
+/* The one folder walk of tkexport (the analyzer's, the exporter's, the compiler's): the files
+ * under dir, recursively, in name order. Hidden entries and, below dir, CMake build trees (a
+ * folder holding CMakeCache.txt) are skipped; symbolic links to folders are not followed (no
+ * loops), and the depth stops at TK_WALK_MAX_DEPTH; only regular files (or links to one) reach
+ * visit(path, arg): never a FIFO, socket or device, which opening could block on. visit returns
+ * 0 to go on, anything else to stop (returned). TK_EIO for a folder that cannot be read. */
+#define TK_WALK_MAX_DEPTH 64
+int tk_walk_files(const char *dir, int (*visit)(const char *path, void *arg), void *arg);
 
 /* A new private folder $TMPDIR/tkexport-XXXXXX (else under /tmp) into out. */
 int tk_tempdir_new(char *out, size_t n);

@@ -47,38 +47,10 @@ static void list_release(list *l)
     memset(l, 0, sizeof(*l));
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* The .c files under dir, recursively, as the analyzer walks folders: hidden folders and CMake
- * build trees (a CMakeCache.txt) are skipped. */
-static int walk(list *out, const char *dir)
+/* tk_walk_files' visitor: the .c files of a folder, as the analyzer finds them. */
+static int add_c_source(const char *path, void *arg)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof path, "%s/CMakeCache.txt", dir);
-    if (access(path, F_OK) == 0)
-        return 0;
-    DIR *d = opendir(dir);
-    if (!d)
-        return tk_error_set(TK_EIO, "cannot read folder '%s': %s", dir, strerror(errno));
-    list names = {0};
-    struct dirent *e;
-    int rc = 0;
-    while ((e = readdir(d)) && !rc)
-        if (e->d_name[0] != '.')
-            rc = list_push(&names, e->d_name);
-    closedir(d);
-    if (names.n)
-        qsort(names.v, names.n, sizeof(char *), cmp_str);
-    for (size_t i = 0; i < names.n && !rc; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names.v[i]);
-        int isdir = tk_path_is_dir(path);
-        if (isdir == 1)
-            rc = walk(out, path);
-        else if (isdir == 0 && tk_ends_with(names.v[i], ".c"))
-            rc = list_push(out, path);
-    }
-    list_release(&names);
-    return rc;
+    return tk_ends_with(path, ".c") ? list_push(arg, path) : 0;
 }
 
 static int run(char *const *argv)
@@ -126,7 +98,7 @@ int tk_export_compile(char **so_path, char **tmpdir, const char *const *paths, s
         if (isdir < 0)
             rc = tk_error_set(TK_ENOTFOUND, "'%s' does not exist", paths[i]);
         else if (isdir)
-            rc = walk(&sources, p);
+            rc = tk_walk_files(p, add_c_source, &sources);
         else if (tk_ends_with(p, ".c"))
             rc = list_push(&sources, p);
     }
