@@ -259,6 +259,26 @@ static int load_input(tk_tensor **out, const tk_io_info *io, const input_arg *a,
             *usage = 1;
             return TK_EINVAL;
         }
+        /* checked before anything is allocated: a shape the program refuses never costs memory */
+        if (rank != io->rank) {
+            fprintf(stderr, "tkexport run: '%s': %d dims, input '%s' has %d\n", a->text, rank, io->name, io->rank);
+            *usage = 1;
+            return TK_EINVAL;
+        }
+        for (int d = 0; d < rank; d++) {
+            const tk_io_dim *dim = &io->dims[d];
+            int64_t lo = dim->sym ? dim->min : dim->value, hi = dim->sym ? dim->max : dim->value;
+            if (shape[d] >= lo && shape[d] <= hi)
+                continue;
+            if (dim->sym)
+                fprintf(stderr, "tkexport run: '%s': dim %d (%s) is %lld, outside its range [%lld, %lld]\n", a->text, d,
+                        dim->sym, (long long)shape[d], (long long)lo, (long long)hi);
+            else
+                fprintf(stderr, "tkexport run: '%s': dim %d is %lld, input '%s' has %lld there\n", a->text, d,
+                        (long long)shape[d], io->name, (long long)hi);
+            *usage = 1;
+            return TK_EINVAL;
+        }
         return random_input(out, io, rank, shape, seed);
     }
     return tk_npy_read(out, a->spec, &io->dtype);
