@@ -18,6 +18,7 @@
 #include "npy.h"
 #include "options.h"
 #include "shape_stream.h"
+#include "strbuf.h"
 #include <tk/error.h>
 #include <tk/half.h>
 #include <tk/runtime.h>
@@ -26,7 +27,8 @@ static const tk_cli_option options[] = {
     {{"device", required_argument, NULL, 'd'}, "cpu|cuda[:N]", "where to run (default: cuda:0 when a GPU is there, else cpu)"},
     {{"input", required_argument, NULL, 'i'}, "NAME=SPEC",
      "input NAME from SPEC: FILE.npy, or random:DxD (pseudo-random of that shape); repeatable"},
-    {{"output-dir", required_argument, NULL, 'o'}, "DIR", "write each output as DIR/<name>.npy (DIR is created)"},
+    {{"output-dir", required_argument, NULL, 'o'}, "DIR",
+     "write each output as DIR/<name>.npy (DIR is created); -o FILE.npy: the program's one output into FILE.npy"},
     {{"bench", required_argument, NULL, 'b'}, "N", "time N calls (run + sync, inputs on the device) after the warm-up"},
     {{"warmup", required_argument, NULL, 'w'}, "N", "untimed calls before --bench's (default 100)"},
     {{"profile", no_argument, NULL, 'p'}, NULL,
@@ -322,6 +324,10 @@ static int report_outputs(tk_session *s, const tk_package *pkg, tk_tensor **outs
 {
     int rc = 0;
     char shape[256];
+    /* -o NAME.npy: the one output into that file; otherwise -o is a folder of NAME.npy files */
+    const char *file = dir && tk_ends_with(dir, ".npy") ? dir : NULL;
+    if (file)
+        dir = NULL;
     if (dir && (rc = tk_mkdirs(dir)))
         return rc;
     for (size_t i = 0; i < nout && !rc; i++) {
@@ -345,7 +351,10 @@ static int report_outputs(tk_session *s, const tk_package *pkg, tk_tensor **outs
         }
         printf("%s: %s  mean %.6g  mean|y| %.6g", name, tensor_text(h, shape, sizeof shape), n ? sum / (double)n : 0.0,
                n ? sum_abs / (double)n : 0.0);
-        if (dir) {
+        if (file) {
+            if (!(rc = tk_npy_write(file, h)))
+                printf("  -> %s", file);
+        } else if (dir) {
             size_t len = strlen(dir) + strlen(name) + 8;
             char *path = malloc(len);
             if (!path) {
@@ -689,7 +698,7 @@ int cmd_run(int argc, char **argv)
             args[nargs++] = (input_arg){optarg, (size_t)(eq - optarg), eq + 1, 0};
             break;
         }
-        case 'o': outdir = optarg; break;
+        case 'o': outdir = optarg; break; /* a folder, or NAME.npy for a program of one output */
         case 'b':
             if (tk_cli_parse_int("run", optarg, "--bench", MAX_BENCH, &nbench))
                 goto done;
@@ -811,6 +820,14 @@ int cmd_run(int argc, char **argv)
     }
     if (match_inputs(args, nargs, pkg, path, which))
         goto done; /* usage */
+    if (outdir && tk_ends_with(outdir, ".npy") && nout != 1) {
+        fprintf(stderr, "tkexport run: -o %s: program '%s' has %zu outputs, a .npy file holds one: give a folder "
+                        "(each output becomes FOLDER/<name>.npy)\n", outdir, tk_package_program(pkg), nout);
+        goto done;
+    }
+    for (int a = 0; a < nargs && outdir; a++)
+        if (strncmp(args[a].spec, "random:", 7) && tk_cli_output_clobbers("run", outdir, &args[a].spec, 1))
+            goto done;
     printf("%s: program '%s' on %s%s\n", path, tk_package_program(pkg), devname, why);
 
     char shape[256];

@@ -95,6 +95,14 @@ step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x2000
 step(0 COMMAND ${RUN_REF} input ${WORK}/x4.npy 4 100)
 step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/x4.npy
   STDERR "^tkexport run: error: input 'x' dim 1 is 100[^\n]*128[^\n]*\n$")
+# -o FILE.npy: the one output into that file (not a folder named FILE.npy); never over an input
+step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:3x128 -o ${WORK}/result.npy
+  STDOUT "-> [^\n]*result.npy\n")
+if(IS_DIRECTORY ${WORK}/result.npy OR NOT EXISTS ${WORK}/result.npy)
+  message(FATAL_ERROR "run -o result.npy did not write the file result.npy")
+endif()
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/result.npy -o ${WORK}/result.npy
+  STDERR "^tkexport run: -o [^\n]*result.npy is the input [^\n]*result.npy itself")
 # random: shapes are checked against the program before anything is allocated (a batch of ten
 # million used to take 37 s and 2.5 GB before the range error)
 step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:4x128x1
