@@ -82,6 +82,10 @@ int cmd_analyze(int argc, char **argv)
         rc = err == TK_ENOTFOUND || err == TK_EINVAL ? TK_EXIT_USAGE : TK_EXIT_INTERNAL;
         goto done;
     }
+    if (tk_cli_no_sources("analyze", a, (const char *const *)argv + optind, (size_t)(argc - optind))) {
+        rc = TK_EXIT_USAGE;
+        goto done;
+    }
     int json = format ? !strcmp(format, "json") : output != NULL;
     if (json) {
         text = tk_analysis_to_json(a);

@@ -146,6 +146,10 @@ int cmd_lint(int argc, char **argv)
         rc = err == TK_ENOTFOUND || err == TK_EINVAL ? TK_EXIT_USAGE : TK_EXIT_INTERNAL;
         goto done;
     }
+    if (tk_cli_no_sources("lint", a, (const char *const *)argv + optind, (size_t)(argc - optind))) {
+        rc = TK_EXIT_USAGE;
+        goto done;
+    }
     cJSON *doc = tk_analysis_doc(a);
     if (tk_lint_filter(doc, checks)) {
         fprintf(stderr, "tkexport lint: %s\n", tk_error_last());

@@ -41,6 +41,17 @@ int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int ma
 }
 
 #ifdef TK_WITH_ANALYZER
+int tk_cli_no_sources(const char *cmd, const tk_analysis *a, const char *const *paths, size_t n)
+{
+    tk_analysis_stats st;
+    tk_analysis_get_stats(a, &st);
+    if (st.files > 0)
+        return 0;
+    fprintf(stderr, "tkexport %s: no C or CUDA source found in %s%s (files ending in .c, .h, .cu or .cuh are read; "
+                    "C++ files are not)\n", cmd, n ? paths[0] : "the compilation database", n > 1 ? " and the other paths" : "");
+    return 1;
+}
+
 int tk_cli_analyzer_option(const char *cmd, int c, const char *arg, tk_analyze_options *opts, const char **extra)
 {
     switch (c) {

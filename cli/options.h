@@ -45,6 +45,10 @@ int tk_cli_output_clobbers(const char *cmd, const char *output, const char *cons
     {{"cache-dir", required_argument, NULL, 'c'}, "DIR", "summary cache folder (default $XDG_CACHE_HOME/tkexport)"}, \
     {{"no-cache", no_argument, NULL, 'n'}, NULL, "neither read nor write the summary cache"}
 
+/* 1 with a one-line error on stderr when the analysis read no source at all (folders holding only
+ * .cpp files, say): a run that checked nothing must not pass as clean. */
+int tk_cli_no_sources(const char *cmd, const tk_analysis *a, const char *const *paths, size_t n);
+
 /* Applies option c (with its argument) when it is one of TK_CLI_ANALYZER_OPTIONS: 1 done, 0 not
  * one of them, -1 a bad value (the error is printed). --extra-arg values go to extra[], which has
  * room for every argument of the command line. */

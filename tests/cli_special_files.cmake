@@ -18,4 +18,14 @@ execute_process(COMMAND ${TKEXPORT} analyze --no-cache src/x.c WORKING_DIRECTORY
 if(NOT rc EQUAL 2 OR NOT err MATCHES "^tkexport analyze: 'src/x.c' is not a regular file \\(a FIFO, socket or device is never read")
   message(FATAL_ERROR "analyze of a FIFO: exit status ${rc} (expected 2)\n${out}\n${err}")
 endif()
+# a folder with no C or CUDA source (only C++) is an error, not a clean pass
+file(MAKE_DIRECTORY ${WORK}/cpp)
+file(WRITE ${WORK}/cpp/a.cpp "int f() { return 1; }\n")
+foreach(cmd analyze lint)
+  execute_process(COMMAND ${TKEXPORT} ${cmd} --no-cache cpp WORKING_DIRECTORY ${WORK} TIMEOUT 120
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "^tkexport ${cmd}: no C or CUDA source found in cpp \\(files ending in .c, .h, .cu or .cuh are read; C\\+\\+ files are not\\)\n$")
+    message(FATAL_ERROR "${cmd} of a folder of .cpp files: exit status ${rc} (expected 2)\n${out}\n${err}")
+  endif()
+endforeach()
 message(STATUS "ok")
