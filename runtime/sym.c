@@ -452,8 +452,14 @@ static int lin_add(lin *l, tk_sym s, int64_t k)
             return overflows();
         return 0;
     }
-    if (s.expr->kind != K_LIN)
+    if (s.expr->kind != K_LIN) {
+        /* an atom that can take one value only (a symbol of range [7, 7]) is that constant, in
+         * every form it enters: `seq - d` and `-d + seq` must read back alike */
+        rng r = range_node(s.expr);
+        if (!r.sat && r.lo == r.hi)
+            return lin_add(l, TK_SYM(r.lo), k);
         return lin_push(l, k, s.expr);
+    }
     if (__builtin_mul_overflow(s.expr->u.lin.c, k, &v) || __builtin_add_overflow(l->c, v, &l->c))
         return overflows();
     for (int i = 0; i < s.expr->u.lin.n; i++) {
@@ -993,6 +999,15 @@ int tk_sym_eval(tk_sym s, const char *const *names, const int64_t *values, int n
 
 static int print_sym(tk_strbuf *sb, tk_sym s);
 
+/* A constant as text the parser reads back: INT64_MIN has no literal of its own (its magnitude is
+ * past INT64_MAX), so it is written as a difference. */
+static int print_const(tk_strbuf *sb, int64_t v)
+{
+    if (v == INT64_MIN)
+        return tk_strbuf_addf(sb, "(%lld - 1)", (long long)-INT64_MAX);
+    return tk_strbuf_addf(sb, "%lld", (long long)v);
+}
+
 /* An atom as an operand of `k*`, of unary minus or of // and %: parentheses around anything that
  * would bind differently (Python: 2*x // 4 is (2*x) // 4). */
 static int print_node(tk_strbuf *sb, const tk_sym_expr *e, int tight)
@@ -1011,7 +1026,7 @@ static int print_node(tk_strbuf *sb, const tk_sym_expr *e, int tight)
         if (e->u.div.a.expr)
             rc = print_node(sb, e->u.div.a.expr, 1);
         else
-            rc = tk_strbuf_addf(sb, "%lld", (long long)e->u.div.a.value);
+            rc = print_const(sb, e->u.div.a.value);
         return rc ? rc : tk_strbuf_addf(sb, " %s %lld", e->kind == K_FLOORDIV ? "//" : "%", (long long)e->u.div.k);
     case K_MIN:
     case K_MAX:
@@ -1023,7 +1038,9 @@ static int print_node(tk_strbuf *sb, const tk_sym_expr *e, int tight)
         for (int i = 0; i < e->u.lin.n; i++) {
             int64_t k = e->u.lin.terms[i].coef;
             uint64_t mag = uabs(k);
-            if (i == 0)
+            if (k == INT64_MIN)
+                rc = (i ? tk_strbuf_adds(sb, " + ") : 0) || print_const(sb, k) || tk_strbuf_adds(sb, "*");
+            else if (i == 0)
                 rc = k == 1 ? 0 : k == -1 ? tk_strbuf_adds(sb, "-") : tk_strbuf_addf(sb, "%lld*", (long long)k);
             else if (mag == 1)
                 rc = tk_strbuf_adds(sb, k < 0 ? " - " : " + ");
@@ -1032,6 +1049,8 @@ static int print_node(tk_strbuf *sb, const tk_sym_expr *e, int tight)
             if (rc || (rc = print_node(sb, e->u.lin.terms[i].atom, i == 0 ? k != 1 : mag != 1)))
                 return rc;
         }
+        if (e->u.lin.c == INT64_MIN)
+            return tk_strbuf_adds(sb, " + ") || print_const(sb, e->u.lin.c);
         if (e->u.lin.c)
             return tk_strbuf_addf(sb, "%s%llu", e->u.lin.c < 0 ? " - " : " + ", (unsigned long long)uabs(e->u.lin.c));
         return 0;
@@ -1042,7 +1061,7 @@ static int print_node(tk_strbuf *sb, const tk_sym_expr *e, int tight)
 static int print_sym(tk_strbuf *sb, tk_sym s)
 {
     if (!s.expr)
-        return tk_strbuf_addf(sb, "%lld", (long long)s.value);
+        return print_const(sb, s.value);
     return print_node(sb, s.expr, 0);
 }
 

@@ -431,6 +431,83 @@ static void parse__round_trips_every_printed_form(void **state)
     }
 }
 
+/* A pseudo-random expression of depth <= depth over batch, seq, a symbol of one value (one in
+ * [7, 7]) and constants up to the int64 limits; a combination that overflows is left out. */
+static uint64_t rnd_next(uint64_t *st)
+{
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static tk_sym rnd_expr(tk_ctx *ctx, const tk_sym *vars, uint64_t *st, int depth)
+{
+    static const int64_t consts[] = {0, 1, -1, 3, 7, -12, INT64_MAX, INT64_MIN, INT64_MIN + 1, 1000000007};
+    uint64_t r = rnd_next(st);
+    if (depth == 0 || r % 7 == 0)
+        return r % 3 ? vars[(r >> 8) % 3] : C(consts[(r >> 8) % 10]);
+    tk_sym a = rnd_expr(ctx, vars, st, depth - 1), b = rnd_expr(ctx, vars, st, depth - 1), out;
+    int64_t k = (int64_t)((r >> 16) % 9) - 4;
+    switch ((r >> 4) % 7) {
+    case 0: out = ADD(a, b); break;
+    case 1: out = SUB(a, b); break;
+    case 2: out = MUL(a, k ? k : 2); break;
+    case 3: out = tk_sym_floordiv(ctx, a, k > 0 ? k : 3); break;
+    case 4: out = MOD(a, k > 0 ? k : 5); break;
+    case 5: out = MIN(a, b); break;
+    default: out = MAX(a, b); break;
+    }
+    if (!out.expr && out.value == -1 && tk_error_last()[0]) { /* overflow: keep an operand */
+        tk_error_clear();
+        return a;
+    }
+    return out;
+}
+
+/* Whatever the simplifier builds reads back as itself: 400 random expressions, symbols with one
+ * value and the int64 limits included, printed, parsed, printed again (the same text) and
+ * evaluated at random points (the same values). */
+static void parse__random_expressions_read_back_what_they_print(void **state)
+{
+    fixture *f = *state;
+    tk_ctx *ctx = f->ctx;
+    const char *const names[] = {"batch", "seq", "one"};
+    const tk_sym vars[] = {f->batch, f->seq, tk_sym_var(ctx, "one", 7, 7)};
+    uint64_t st = 12345;
+    for (int i = 0; i < 400; i++) {
+        tk_error_clear();
+        tk_sym e = rnd_expr(ctx, vars, &st, 4), back;
+        tk_error_clear();
+        tk_strbuf a = TK_STRBUF_INIT, b = TK_STRBUF_INIT;
+        tk_assert_ok(tk_sym_print(e, &a));
+        if (tk_sym_parse(ctx, a.buf, names, vars, 3, &back))
+            fail_msg("'%s' does not parse back: %s", a.buf, tk_error_last());
+        tk_assert_ok(tk_sym_print(back, &b));
+        if (strcmp(a.buf, b.buf))
+            fail_msg("'%s' parses back as '%s'", a.buf, b.buf);
+        for (int p = 0; p < 4; p++) {
+            int64_t vals[3] = {1 + (int64_t)(rnd_next(&st) % 1024), 1 + (int64_t)(rnd_next(&st) % 4096), 7}, x, y;
+            int rx = tk_sym_eval(e, names, vals, 3, &x), ry = tk_sym_eval(back, names, vals, 3, &y);
+            assert_int_equal(rx, ry);
+            if (!rx && x != y)
+                fail_msg("'%s' at batch=%lld seq=%lld: %lld, read back: %lld", a.buf, (long long)vals[0],
+                         (long long)vals[1], (long long)x, (long long)y);
+            tk_error_clear();
+        }
+        tk_strbuf_release(&a);
+        tk_strbuf_release(&b);
+    }
+    /* the two cases of issue 16 */
+    tk_sym d = vars[2], diff = SUB(f->seq, d), back;
+    assert_prints(diff, "seq - 7");
+    tk_assert_ok(tk_sym_parse(ctx, "-one + seq", names, vars, 3, &back));
+    assert_true(tk_sym_equal(back, diff));
+    assert_prints(C(INT64_MIN), "(-9223372036854775807 - 1)");
+    tk_assert_ok(tk_sym_parse(ctx, "(-9223372036854775807 - 1)", names, vars, 3, &back));
+    assert_true(!back.expr && back.value == INT64_MIN);
+}
+
 /* Python's reading of the text: unary minus binds tighter than //, * and // associate left */
 static void parse__reads_python_precedence_and_spacing(void **state)
 {
@@ -648,6 +725,7 @@ int main(void)
         cmocka_unit_test(eval__binds_symbols_by_name),
         cmocka_unit_test(overflow__is_an_error_not_undefined_behaviour),
         cmocka_unit_test(parse__round_trips_every_printed_form),
+        cmocka_unit_test(parse__random_expressions_read_back_what_they_print),
         cmocka_unit_test(parse__reads_python_precedence_and_spacing),
         cmocka_unit_test(parse__errors_name_the_column),
         cmocka_unit_test(require__constants_are_checked_at_once),
