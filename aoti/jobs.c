@@ -1,10 +1,9 @@
 /* Compiler processes run concurrently: at most `parallel` at a time, each with its output in a
  * log file of its own (read back once it ends, so messages of parallel jobs never interleave),
  * and a progress line on a terminal. */
-#define _GNU_SOURCE /* posix_spawn_file_actions_addchdir_np */
+#define _DEFAULT_SOURCE /* mkstemp, pread */
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +12,7 @@
 
 #include "aoti.h"
 #include "fsutil.h"
-
-extern char **environ;
+#include "proc.h"
 
 #define LOG_MAX (4u << 20)
 
@@ -31,20 +29,11 @@ static int start(tk_job *j, slot *s, size_t index)
     if (fd < 0)
         return tk_error_set(TK_EIO, "cannot create a log file: %s", strerror(errno));
     unlink(tmpl); /* read back through fd; nothing stays behind */
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fd, 1);
-    posix_spawn_file_actions_adddup2(&fa, fd, 2);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    /* posix_spawn_file_actions_addchdir_np: glibc 2.29 */
-    if (j->cwd)
-        posix_spawn_file_actions_addchdir_np(&fa, j->cwd);
-    int rc = posix_spawnp(&s->pid, j->argv[0], &fa, NULL, j->argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
+    int rc = tk_proc_spawn(&s->pid, j->argv, j->cwd, fd);
+    if (rc) {
         close(fd);
         j->status = -1;
-        return tk_error_set(TK_ENOTFOUND, "cannot run '%s': %s", j->argv[0], strerror(rc));
+        return rc;
     }
     s->job = index;
     s->log_fd = fd;
@@ -97,13 +86,9 @@ int tk_jobs_run(tk_job *jobs, size_t n, int parallel, int progress)
         if (!running)
             break;
         int status;
-        pid_t pid = waitpid(-1, &status, 0);
-        if (pid < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = tk_error_set(TK_EIO, "waiting for the compilers: %s", strerror(errno));
+        pid_t pid = -1;
+        if ((rc = tk_proc_wait(&pid, &status)))
             break;
-        }
         for (int i = 0; i < parallel; i++) {
             if (slots[i].pid == pid) {
                 collect(&jobs[slots[i].job], &slots[i], status);
@@ -117,9 +102,9 @@ int tk_jobs_run(tk_job *jobs, size_t n, int parallel, int progress)
     /* after a failure to start: let the others finish, so no process outlives us */
     for (int i = 0; i < parallel; i++) {
         if (slots[i].pid) {
-            int status;
-            while (waitpid(slots[i].pid, &status, 0) < 0 && errno == EINTR)
-                ;
+            int status = 0;
+            pid_t pid = slots[i].pid;
+            tk_proc_wait(&pid, &status);
             collect(&jobs[slots[i].job], &slots[i], status);
         }
     }

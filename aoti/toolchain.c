@@ -13,59 +13,24 @@
 #include <unistd.h>
 
 #include "aoti.h"
+#include "proc.h"
 #include "strbuf.h"
-
-extern char **environ;
-
-#define CAPTURE_MAX (1u << 20)
 
 int tk_run_capture(char *const *argv, char **out)
 {
+    int status, rc = tk_proc_run_capture(argv, out, &status);
+    if (rc)
+        return rc;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        return 0;
+    char how[96], last[240];
+    tk_proc_describe(status, how, sizeof how);
+    tk_proc_last_line(*out, last, sizeof last);
+    free(*out);
     *out = NULL;
-    int pipefd[2];
-    if (pipe(pipefd) != 0)
-        return tk_error_set(TK_EIO, "pipe: %s", strerror(errno));
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-    posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    posix_spawn_file_actions_addclose(&fa, pipefd[0]);
-    posix_spawn_file_actions_addclose(&fa, pipefd[1]);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(pipefd[1]);
-    if (rc != 0) {
-        close(pipefd[0]);
-        return tk_error_set(TK_ENOTFOUND, "cannot run '%s': %s", argv[0], strerror(rc));
-    }
-    tk_strbuf sb = {0};
-    char buf[4096];
-    ssize_t got;
-    int oom = 0;
-    while ((got = read(pipefd[0], buf, sizeof buf)) != 0) {
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if (sb.len < CAPTURE_MAX && tk_strbuf_add(&sb, buf, (size_t)got))
-            oom = 1;
-    }
-    close(pipefd[0]);
-    int status;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    if (oom) {
-        tk_strbuf_release(&sb);
-        return tk_error_set(TK_ENOMEM, "out of memory");
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        tk_strbuf_release(&sb);
-        return tk_error_set(TK_ENOTFOUND, "'%s %s' failed", argv[0], argv[1] ? argv[1] : "");
-    }
-    *out = tk_strbuf_detach(&sb);
-    return *out ? 0 : tk_error_set(TK_ENOMEM, "out of memory");
+    if (last[0])
+        return tk_error_set(TK_ENOTFOUND, "'%s %s' %s: %s", argv[0], argv[1] ? argv[1] : "", how, last);
+    return tk_error_set(TK_ENOTFOUND, "'%s %s' %s and printed nothing", argv[0], argv[1] ? argv[1] : "", how);
 }
 
 static int executable(const char *path)

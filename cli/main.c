@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cleanup.h"
 #include "cli.h"
 
 typedef struct command {
@@ -33,6 +34,8 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* an interrupt removes temporary files and folders and ends child compilers (cleanup.h) */
+    tk_cleanup_install();
     if (argc < 2) {
         usage(stderr);
         return TK_EXIT_USAGE;

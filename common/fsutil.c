@@ -13,6 +13,8 @@
 #include <unistd.h>
 #include <tk/error.h>
 
+#include "cleanup.h"
+
 int tk_file_read(char **out, size_t *len, const char *path, size_t max_size)
 {
     int rc = 0;
@@ -91,6 +93,7 @@ int tk_file_write_atomic_mode(const char *path, const void *data, size_t n, unsi
         rc = tk_error_set(TK_EIO, "cannot write '%s': %s", path, strerror(errno));
         goto done;
     }
+    tk_cleanup_add_path(tmp, 0); /* an interrupt removes it: nothing half-written stays */
     const char *p = data;
     size_t left = n;
     while (left) {
@@ -123,6 +126,7 @@ int tk_file_write_atomic_mode(const char *path, const void *data, size_t n, unsi
         unlink(tmp);
     }
 done:
+    tk_cleanup_drop_path(tmp);
     free(tmp);
     return rc;
 }
@@ -231,6 +235,7 @@ int tk_remove_tree(const char *path)
 {
     struct stat st;
     /* lstat: a symbolic link is removed itself, never the folder it points to */
+    tk_cleanup_drop_path(path);
     if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         DIR *d = opendir(path);
         struct dirent *e;
@@ -287,5 +292,6 @@ int tk_tempdir_new(char *out, size_t n)
     snprintf(out, n, "%s/tkexport-XXXXXX", tmp && tmp[0] ? tmp : "/tmp");
     if (!mkdtemp(out))
         return tk_error_set(TK_EIO, "cannot create a temporary folder '%s': %s", out, strerror(errno));
+    tk_cleanup_add_path(out, 1); /* removed on an interrupt; tk_remove_tree lets it go */
     return 0;
 }

@@ -49,7 +49,8 @@ int tk_remove_tree(const char *path);
 #define TK_WALK_MAX_DEPTH 64
 int tk_walk_files(const char *dir, int (*visit)(const char *path, void *arg), void *arg);
 
-/* A new private folder $TMPDIR/tkexport-XXXXXX (else under /tmp) into out. */
+/* A new private folder $TMPDIR/tkexport-XXXXXX (else under /tmp) into out, removed by an
+ * interrupt (cleanup.h) until tk_remove_tree removes it. */
 int tk_tempdir_new(char *out, size_t n);
 
 /* tkexport's own include folder (the one holding tk/program.h): $TKEXPORT_INCLUDE_DIR, then

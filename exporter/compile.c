@@ -1,10 +1,8 @@
 /* The host sources of an export as one shared object: every .c under the PATHs compiled by the
  * system C compiler against tkexport's headers, into a temporary folder. */
 #define _DEFAULT_SOURCE /* realpath, mkdtemp */
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +12,9 @@
 
 #include "exporter.h"
 #include "fsutil.h"
+#include "proc.h"
 #include "strbuf.h"
 
-extern char **environ;
 
 typedef struct list {
     char **v;
@@ -56,19 +54,16 @@ static int add_c_source(const char *path, void *arg)
 static int run(char *const *argv)
 {
     pid_t pid;
-    int status, rc = posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ);
-    if (rc != 0)
-        return tk_error_set(TK_ENOTFOUND, "cannot run the C compiler '%s': %s (set CC)", argv[0], strerror(rc));
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return tk_error_set(TK_EIO, "waiting for '%s': %s", argv[0], strerror(errno));
+    int status, rc = tk_proc_spawn(&pid, argv, NULL, -1);
+    if (rc)
+        return tk_error_set(TK_ENOTFOUND, "cannot run the C compiler '%s' (set CC): %s", argv[0], tk_error_last());
+    if ((rc = tk_proc_wait(&pid, &status)))
+        return rc;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return 0;
-    if (WIFEXITED(status))
-        return tk_error_set(TK_EINVAL, "compiling the sources failed ('%s' exited with status %d; its messages are "
-                            "above)", argv[0], WEXITSTATUS(status));
-    return tk_error_set(TK_EINVAL, "compiling the sources failed ('%s' was killed by signal %d)", argv[0],
-                        WTERMSIG(status));
+    char how[96];
+    tk_proc_describe(status, how, sizeof how);
+    return tk_error_set(TK_EINVAL, "compiling the sources failed ('%s' %s; its messages are above)", argv[0], how);
 }
 
 void tk_export_compile_cleanup(char *so_path, char *tmpdir)

@@ -3,6 +3,7 @@
  * one error state, which tkcommon, the analyzer and the tools report into as well. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <tk/error.h>
 
 static _Thread_local char last_error[1024];
@@ -20,10 +21,14 @@ void tk_error_clear(void)
 
 int tk_error_set(int code, const char *fmt, ...)
 {
+    /* formatted apart first: the arguments may be the last error itself (a message that wraps its
+     * cause, tk_error_set(..., "...: %s", tk_error_last())) */
+    char text[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof(last_error), fmt, ap);
+    vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
+    memcpy(last_error, text, sizeof last_error);
     last_code = code;
     return code;
 }

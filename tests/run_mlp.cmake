@@ -54,6 +54,11 @@ if(NOT err MATCHES "tkexport compile: created your signing key '[^']*/config/tke
   message(FATAL_ERROR "tkexport compile did not say it made the signing key:\n${err}")
 endif()
 
+# an nvcc that fails says how: its exit status and its last line (or that it printed nothing)
+step(1 COMMAND ${CMAKE_COMMAND} -E env TKEXPORT_NVCC=/bin/false ${TKEXPORT} compile ${WORK}/mlp.tkprog
+  -o ${WORK}/never.tkpkg --arch sm_90 --no-sign
+  STDERR "^tkexport compile: nvcc at '/bin/false' does not run: '/bin/false --version' exited with status 1: [^\n]+\n$")
+
 set(pkg ${WORK}/mlp.tkpkg)
 if(DEVICE STREQUAL "cuda")
   execute_process(COMMAND ${TKEXPORT} run ${pkg} --device cuda --input x=random:1x128
