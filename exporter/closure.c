@@ -202,6 +202,32 @@ static int complete_op(tk_program_model *m, tk_pm_op *op, const cJSON *a, filese
     return 0;
 }
 
+/* A source the program needs (an op's, a kernel's, a header they include) that does not parse
+ * would fail at compile, once per variant: it fails the export instead, naming the first error. */
+static int check_parse_errors(const tk_program_model *m, const cJSON *doc, const fileset *fs)
+{
+    const cJSON *d;
+    cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(doc, "diagnostics")) {
+        const char *rule = json_str(d, "rule"), *sev = json_str(d, "severity"), *file = json_str(d, "file");
+        if (!rule || strcmp(rule, "tk-parse-error") || !sev || strcmp(sev, "error") || !file)
+            continue;
+        char real[PATH_MAX], other[PATH_MAX];
+        if (!realpath(file, real))
+            continue;
+        for (size_t i = 0; i < fs->n; i++) {
+            if (!realpath(fs->paths[i], other) || strcmp(real, other))
+                continue;
+            const cJSON *line = cJSON_GetObjectItemCaseSensitive(d, "line"), *col = cJSON_GetObjectItemCaseSensitive(d, "column");
+            const char *msg = json_str(d, "message");
+            return tk_error_set(TK_EINVAL, "cannot export '%s': %s:%d:%d does not parse: %s (the program needs this "
+                                "file; its kernels would not compile)", m->name, file,
+                                cJSON_IsNumber(line) ? line->valueint : 0, cJSON_IsNumber(col) ? col->valueint : 0,
+                                msg ? msg : "?");
+        }
+    }
+    return 0;
+}
+
 int tk_export_closure(tk_program_model *m, const tk_analyze_options *opts, const char *const *paths, size_t n)
 {
     tk_analysis *a = NULL;
@@ -243,6 +269,8 @@ int tk_export_closure(tk_program_model *m, const tk_analyze_options *opts, const
             goto done;
         }
     }
+    if ((rc = check_parse_errors(m, tk_analysis_doc(a), &fs)))
+        goto done;
     tk_pm_sort(m);
 done:
     fileset_release(&fs);

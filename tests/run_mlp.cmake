@@ -41,6 +41,15 @@ function(step expect_rc)
 endfunction()
 
 step(0 DIR ${SOURCE_DIR} COMMAND ${TKEXPORT} export examples/mlp --program mlp --weights ${WEIGHTS} -o ${WORK}/mlp.tkprog)
+# a kernel source that does not parse fails the export (it used to fail at compile, once per variant)
+file(REMOVE_RECURSE ${WORK}/badmlp)
+file(COPY ${SOURCE_DIR}/examples/mlp/ DESTINATION ${WORK}/badmlp)
+file(APPEND ${WORK}/badmlp/silu.cu "this is not CUDA;\n")
+step(1 COMMAND ${TKEXPORT} export ${WORK}/badmlp --program mlp --weights ${WEIGHTS} -o ${WORK}/bad.tkprog
+  STDERR "^tkexport export: cannot export 'mlp': [^\n]*badmlp/silu.cu:[0-9]+:[0-9]+ does not parse: [^\n]*its kernels would not compile\)\n$")
+if(EXISTS ${WORK}/bad.tkprog)
+  message(FATAL_ERROR "a failed export wrote bad.tkprog")
+endif()
 execute_process(COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/mlp.tkpkg --arch sm_90
   RESULT_VARIABLE rc ERROR_VARIABLE err)
 if(NOT rc EQUAL 0)
