@@ -46,7 +46,7 @@ file(REMOVE_RECURSE ${WORK}/badmlp)
 file(COPY ${SOURCE_DIR}/examples/mlp/ DESTINATION ${WORK}/badmlp)
 file(APPEND ${WORK}/badmlp/silu.cu "this is not CUDA;\n")
 step(1 COMMAND ${TKEXPORT} export ${WORK}/badmlp --program mlp --weights ${WEIGHTS} -o ${WORK}/bad.tkprog
-  STDERR "^tkexport export: cannot export 'mlp': [^\n]*badmlp/silu.cu:[0-9]+:[0-9]+ does not parse: [^\n]*its kernels would not compile\)\n$")
+  STDERR "^tkexport export: cannot export 'mlp': [^\n]*badmlp/silu.cu:[0-9]+:[0-9]+ does not parse: [^\n]*its kernels would not compile\\)\n$")
 if(EXISTS ${WORK}/bad.tkprog)
   message(FATAL_ERROR "a failed export wrote bad.tkprog")
 endif()
