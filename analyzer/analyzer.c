@@ -37,6 +37,7 @@ typedef struct pool {
     pthread_mutex_t lock;
     int progress;
     int oom;
+    const volatile int *cancel;
 } pool;
 
 /* --- finding files ------------------------------------------------------------------------ */
@@ -173,7 +174,7 @@ static void *worker(void *arg)
     CXIndex idx = clang_createIndex(0, 0);
     for (;;) {
         pthread_mutex_lock(&p->lock);
-        size_t i = p->next < p->n && !p->oom ? p->next++ : p->n;
+        size_t i = p->next < p->n && !p->oom && !(p->cancel && *p->cancel) ? p->next++ : p->n;
         pthread_mutex_unlock(&p->lock);
         if (i >= p->n)
             break;
@@ -333,8 +334,13 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
         tk_cache_override(&cache, p.unsaved[i].Filename, p.unsaved[i].Contents, p.unsaved[i].Length);
     p.cache = &cache;
     p.progress = opts->progress && isatty(2);
+    p.cancel = opts->cancel;
     if ((rc = run_pool(&p, opts->jobs)))
         goto done;
+    if (opts->cancel && *opts->cancel) {
+        rc = tk_error_set(TK_EIO, "analysis canceled");
+        goto done;
+    }
 
     sums = calloc(p.n + 1, sizeof(*sums));
     tk_analysis *a = calloc(1, sizeof(*a));

@@ -31,9 +31,11 @@ typedef struct tk_analyze_options {
     int lint;                       /* run every lint check: fills "diagnostics" (docs/lint.md) */
     const tk_unsaved_file *unsaved; /* editor buffers that replace files on disk */
     size_t n_unsaved;
+    const volatile int *cancel;     /* when set to nonzero (by another thread), the run stops at
+                                       the next file and fails with TK_EIO "canceled" (the LSP) */
 } tk_analyze_options;
 
-#define TK_ANALYZE_OPTIONS_INIT {TK_ANALYZE_OPTIONS_VERSION, NULL, TK_ANALYZE_DEFAULT_DEPTH, NULL, 0, 0, NULL, 0, 0, 0, NULL, 0}
+#define TK_ANALYZE_OPTIONS_INIT {TK_ANALYZE_OPTIONS_VERSION, NULL, TK_ANALYZE_DEFAULT_DEPTH, NULL, 0, 0, NULL, 0, 0, 0, NULL, 0, NULL}
 
 typedef struct tk_analysis tk_analysis;
 

@@ -1,10 +1,12 @@
 /* tkexport lsp: a language server on stdio (LSP 3.17, full text sync) that lints the workspace
  * as the user types: open buffers replace their files, the rest comes from the summary cache. */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* pipe2 */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -76,7 +78,29 @@ typedef struct server {
     char *compdb_dir;       /* its realpath, set at initialize */
     const char *checks; /* --checks, NULL for every rule */
     char *last_error;   /* the last failed lint's message */
+    /* the lint runs on a thread of its own, so the message loop keeps answering (shutdown within a
+     * second, however large the workspace): it works on copies of the buffers, and a change while
+     * it runs cancels it (its result would be stale) and schedules the next */
+    struct lint_job *job;
+    int wake[2];        /* the lint thread writes a byte here when it is done */
+    pid_t parent;       /* our parent at start: when it goes, so do we */
+    long client_pid;    /* initialize's processId, 0 when not given */
 } server;
+
+typedef struct lint_job {
+    pthread_t thread;
+    volatile int cancel;
+    int wake_fd;
+    tk_unsaved_file *unsaved; /* copies: the buffers as they were when the lint started */
+    size_t n;
+    tk_analyze_options opts;
+    const char *paths[1];
+    const char *checks;
+    tk_analysis *a;
+    int err;
+    char msg[1024], filter_msg[1024];
+    double ms;
+} lint_job;
 
 static void lsp_log(const char *fmt, ...)
 #if defined(__GNUC__)
@@ -359,6 +383,8 @@ static void doc_set_text(doc *d, const char *text, size_t len)
 
 static void schedule_lint(server *s)
 {
+    if (s->job)
+        s->job->cancel = 1; /* its buffers are stale now */
     s->dirty = 1;
     clock_gettime(CLOCK_MONOTONIC, &s->deadline);
     long ns = s->deadline.tv_nsec + (long)s->debounce_ms * 1000000L;
@@ -632,44 +658,102 @@ static size_t publish_all(server *s, file_diags *files, size_t nfiles)
     return sent;
 }
 
-static void lint(server *s)
+static void *lint_main(void *arg)
 {
-    s->dirty = 0;
-    tk_unsaved_file *unsaved = xrealloc(NULL, (s->ndocs + 1) * sizeof(*unsaved));
-    for (size_t i = 0; i < s->ndocs; i++) {
-        unsaved[i].path = s->docs[i].real;
-        unsaved[i].contents = s->docs[i].text;
-        unsaved[i].length = s->docs[i].len;
+    lint_job *j = arg;
+    double t0 = now_ms();
+    j->err = tk_analysis_run(&j->a, &j->opts, j->paths, 1);
+    if (j->err)
+        snprintf(j->msg, sizeof j->msg, "%s", tk_error_last());
+    /* --checks and NOLINT comments, read from the buffers being edited */
+    else if (tk_lint_filter_unsaved(tk_analysis_doc(j->a), j->checks, j->unsaved, j->n))
+        snprintf(j->filter_msg, sizeof j->filter_msg, "%s", tk_error_last());
+    j->ms = now_ms() - t0;
+    char done = 1;
+    while (write(j->wake_fd, &done, 1) < 0 && errno == EINTR)
+        ;
+    return NULL;
+}
+
+static void job_free(lint_job *j)
+{
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->n; i++) {
+        free((char *)j->unsaved[i].path);
+        free((char *)j->unsaved[i].contents);
     }
+    free(j->unsaved);
+    tk_analysis_free(j->a);
+    free(j);
+}
+
+/* Starts a lint on a copy of the buffers (a running one is canceled first: the next starts when
+ * it has stopped). */
+static void lint_start(server *s)
+{
+    if (s->job) {
+        s->job->cancel = 1;
+        return; /* still dirty: lint_done starts the next */
+    }
+    s->dirty = 0;
+    lint_job *j = xrealloc(NULL, sizeof *j);
+    memset(j, 0, sizeof *j);
+    j->unsaved = xrealloc(NULL, (s->ndocs + 1) * sizeof(*j->unsaved));
+    for (size_t i = 0; i < s->ndocs; i++) {
+        char *text = xrealloc(NULL, s->docs[i].len + 1);
+        memcpy(text, s->docs[i].text, s->docs[i].len);
+        text[s->docs[i].len] = '\0';
+        j->unsaved[i].path = xstrdup(s->docs[i].real);
+        j->unsaved[i].contents = text;
+        j->unsaved[i].length = s->docs[i].len;
+    }
+    j->n = s->ndocs;
+    j->wake_fd = s->wake[1];
+    j->checks = s->checks;
+    j->paths[0] = s->root;
     tk_analyze_options opts = TK_ANALYZE_OPTIONS_INIT;
     opts.lint = 1;
-    opts.unsaved = unsaved;
-    opts.n_unsaved = s->ndocs;
+    opts.unsaved = j->unsaved;
+    opts.n_unsaved = j->n;
     opts.max_depth = s->max_depth;
     opts.compdb_dir = s->compdb_dir;
-    const char *paths[] = {s->root};
-    tk_analysis *a = NULL;
-    double t0 = now_ms();
-    int err = tk_analysis_run(&a, &opts, paths, 1);
-    if (err) {
+    opts.cancel = &j->cancel;
+    j->opts = opts;
+    if (pthread_create(&j->thread, NULL, lint_main, j) != 0) {
+        lsp_log("cannot start the lint thread: %s", strerror(errno));
+        job_free(j);
+        return;
+    }
+    s->job = j;
+}
+
+/* The lint thread is done (its byte was read): its findings published unless it was canceled. */
+static void lint_done(server *s)
+{
+    lint_job *j = s->job;
+    pthread_join(j->thread, NULL);
+    s->job = NULL;
+    if (j->cancel) {
+        job_free(j);
+        return;
+    }
+    if (j->err) {
         /* once, not at every keystroke, while the failure stays the same */
-        if (!s->last_error || strcmp(s->last_error, tk_error_last())) {
-            lsp_log("%s", tk_error_last());
+        if (!s->last_error || strcmp(s->last_error, j->msg)) {
+            lsp_log("%s", j->msg);
             free(s->last_error);
-            s->last_error = xstrdup(tk_error_last());
+            s->last_error = xstrdup(j->msg);
         }
-        free(unsaved);
+        job_free(j);
         return;
     }
     free(s->last_error);
     s->last_error = NULL;
-    cJSON *doc_json = tk_analysis_doc(a);
-    /* --checks and NOLINT comments, read from the buffers being edited */
-    if (tk_lint_filter_unsaved(doc_json, s->checks, unsaved, s->ndocs))
-        lsp_log("%s", tk_error_last());
-    free(unsaved);
+    if (j->filter_msg[0])
+        lsp_log("%s", j->filter_msg);
+    cJSON *doc_json = tk_analysis_doc(j->a);
     double t1 = now_ms();
-
     size_t nfiles = 0;
     file_diags *files = group_by_file(s, doc_json, &nfiles);
     size_t sent = publish_all(s, files, nfiles);
@@ -681,20 +765,45 @@ static void lint(server *s)
     free(files);
     if (s->verbose) {
         tk_analysis_stats st;
-        tk_analysis_get_stats(a, &st);
+        tk_analysis_get_stats(j->a, &st);
         lsp_log("lint: %zu files (%zu parsed, %zu cached), %d diagnostics in %zu files; analysis %.1f ms, "
                 "publishing %.1f ms (%zu notifications)",
                 st.files, st.parsed, st.cached,
-                cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc_json, "diagnostics")), nfiles, t1 - t0,
+                cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(doc_json, "diagnostics")), nfiles, j->ms,
                 now_ms() - t1, sent);
     }
-    tk_analysis_free(a);
+    job_free(j);
+}
+
+/* At exit: a running lint is canceled and given up to a second to stop (a file's parse); 1 when
+ * it is still running after that (the process then ends without waiting for it). */
+static int lint_stop(server *s)
+{
+    if (!s->job)
+        return 0;
+    s->job->cancel = 1;
+    struct pollfd pfd = {s->wake[0], POLLIN, 0};
+    double until = now_ms() + 1000;
+    while (now_ms() < until) {
+        int n = poll(&pfd, 1, (int)(until - now_ms()) + 1);
+        if (n > 0) {
+            char b;
+            if (read(s->wake[0], &b, 1) == 1) {
+                lint_done(s);
+                return 0;
+            }
+        }
+    }
+    return 1;
 }
 
 /* --- requests and notifications ----------------------------------------------------------- */
 
 static void initialize(server *s, const cJSON *id, const cJSON *params)
 {
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(params, "processId");
+    if (cJSON_IsNumber(pid) && pid->valuedouble > 0 && pid->valuedouble < 1e9)
+        s->client_pid = (long)pid->valuedouble;
     const char *uri = str_at(params, "rootUri");
     char *root = uri ? uri_to_path(uri) : NULL;
     if (!root && str_at(params, "rootPath"))
@@ -772,6 +881,8 @@ static int handle(server *s, const cJSON *msg)
         } else if (!strcmp(method, "shutdown")) {
             s->shutdown = 1;
             s->dirty = 0;
+            if (s->job)
+                s->job->cancel = 1; /* answered now; the lint stops at its next file */
             reply(s, id, NULL);
         } else {
             reply_error(s, id, RPC_METHOD_NOT_FOUND, "method '%s' is not supported", method);
@@ -787,7 +898,9 @@ static int handle(server *s, const cJSON *msg)
         did_change(s, params);
     else if (!strcmp(method, "textDocument/didClose"))
         did_close(s, params);
-    return -1; /* other notifications ($/cancelRequest, $/setTrace...): nothing to do */
+    /* $/cancelRequest: every request is answered as it comes, so there is none left to cancel; the
+     * lint, which is no request, is canceled by the next change instead. $/setTrace...: ignored. */
+    return -1;
 }
 
 /* --- input -------------------------------------------------------------------------------- */
@@ -994,6 +1107,12 @@ int cmd_lsp(int argc, char **argv)
         return TK_EXIT_INTERNAL;
     }
 
+    if (pipe2(s.wake, O_CLOEXEC) != 0) {
+        fprintf(stderr, "tkexport lsp: pipe: %s\n", strerror(errno));
+        free(s.root);
+        return TK_EXIT_INTERNAL;
+    }
+    s.parent = getppid();
     int rc = -1;
     while (rc < 0) {
         size_t len;
@@ -1010,28 +1129,47 @@ int cmd_lsp(int argc, char **argv)
         }
         if (rc >= 0)
             break;
+        /* the client gone: end of input, our parent gone (we were reparented), or the process
+         * initialize named no longer there */
+        if (!s.eof && (getppid() != s.parent || (s.client_pid > 0 && kill((pid_t)s.client_pid, 0) < 0 && errno == ESRCH))) {
+            lsp_log("the client is gone: exiting");
+            s.eof = 1;
+        }
         if (s.eof) {
-            rc = s.shutdown ? TK_EXIT_OK : TK_EXIT_FINDINGS; /* the client went away */
+            rc = s.shutdown ? TK_EXIT_OK : TK_EXIT_FINDINGS;
             break;
         }
-        int timeout = -1;
-        if (s.dirty) {
+        int timeout = 1000; /* at least once a second: is the client still there? */
+        if (s.dirty && !s.job) {
             struct timespec t;
             clock_gettime(CLOCK_MONOTONIC, &t);
             double left = (s.deadline.tv_sec - t.tv_sec) * 1e3 + (s.deadline.tv_nsec - t.tv_nsec) / 1e6;
-            timeout = left > 0 ? (int)left + 1 : 0;
+            if (left < timeout)
+                timeout = left > 0 ? (int)left + 1 : 0;
         }
-        struct pollfd pfd = {s.in_fd, POLLIN, 0};
-        int n = poll(&pfd, 1, timeout);
+        struct pollfd pfd[2] = {{s.in_fd, POLLIN, 0}, {s.wake[0], POLLIN, 0}};
+        int n = poll(pfd, 2, timeout);
         if (n < 0 && errno != EINTR) {
             lsp_log("poll: %s", strerror(errno));
             rc = TK_EXIT_INTERNAL;
-        } else if (n > 0) {
+        } else if (n > 0 && (pfd[1].revents & POLLIN)) {
+            char b;
+            if (read(s.wake[0], &b, 1) == 1 && s.job)
+                lint_done(&s);
+        } else if (n > 0 && pfd[0].revents) {
             read_input(&s); /* pending messages first: a burst of changes makes one lint */
-        } else if (n == 0 && s.dirty) {
-            lint(&s);
+        } else if (n == 0 && s.dirty && !s.job && !s.shutdown) {
+            lint_start(&s);
         }
     }
+    if (lint_stop(&s)) {
+        /* a parse that does not stop within a second: the process ends without it (the summary
+           cache writes files atomically, so nothing is left half-written) */
+        close(s.out_fd);
+        _exit(rc);
+    }
+    close(s.wake[0]);
+    close(s.wake[1]);
 
     for (size_t i = 0; i < s.ndocs; i++) {
         free(s.docs[i].uri);

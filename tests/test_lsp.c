@@ -549,6 +549,122 @@ static void lsp__end_of_input_after_shutdown_exits_0_and_help_is_there(void **st
     remove_workspace(&w);
 }
 
+/* A workspace of n generated sources (each includes the op header and libc's), linted cold: a
+ * fresh summary cache, so the lint takes seconds on a small machine. */
+static void make_large_workspace(workspace *w, int n, char *cache, size_t cache_len)
+{
+    make_workspace(w);
+    for (int i = 0; i < n; i++) {
+        char rel[64], text[512];
+        snprintf(rel, sizeof rel, "gen/op%03d.c", i);
+        snprintf(text, sizeof text,
+                 "#include <math.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include <tk/op.h>\n"
+                 "double f%d(double x) { char b[32]; snprintf(b, sizeof b, \"%%g\", sin(x)); return atof(b) + %d; }\n",
+                 i, i);
+        write_file(w, rel, text);
+    }
+    snprintf(cache, cache_len, "%s/cache", w->dir);
+    setenv("TKEXPORT_CACHE_DIR", cache, 1);
+}
+
+/* Waits up to ms for the server to end by itself (stdin left open); its exit status, or -1. */
+static int wait_exit(client *c, double ms)
+{
+    int st = 0;
+    double until = now_ms() + ms;
+    pid_t r;
+    while ((r = waitpid(c->pid, &st, WNOHANG)) == 0 && now_ms() < until)
+        usleep(10000);
+    if (r == 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &st, 0);
+    }
+    close(c->to);
+    close(c->from);
+    free(c->buf);
+    return r > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The lint runs beside the message loop: while a cold workspace of 200 files is being linted,
+ * $/cancelRequest is taken, shutdown is answered at once (it waited for the whole lint before:
+ * 57 s on a 217-file workspace) and exit ends the process within a second or so. */
+static void lsp__shutdown_is_answered_at_once_while_a_large_workspace_is_linted(void **state)
+{
+    (void)state;
+    workspace w;
+    char cache[PATH_MAX + 16];
+    const char *old = getenv("TKEXPORT_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    make_large_workspace(&w, 200, cache, sizeof cache);
+    client c;
+    start(&c, NULL);
+    initialize(&c, &w); /* initialized: the workspace's lint starts 20 ms later */
+    usleep(400000);
+    sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"$/cancelRequest\",\"params\":{\"id\":1}}");
+    double t0 = now_ms();
+    sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"shutdown\"}");
+    cJSON *r = wait_reply(&c, 2);
+    double answered = now_ms() - t0;
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(r, "result")));
+    cJSON_Delete(r);
+    if (answered >= 1000)
+        fail_msg("shutdown answered after %.0f ms while linting", answered);
+    t0 = now_ms();
+    sendf(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"exit\"}");
+    assert_int_equal(wait_exit(&c, 10000), 0);
+    double gone = now_ms() - t0;
+    if (gone >= 3000)
+        fail_msg("the server took %.0f ms to exit after 'exit' while linting", gone);
+    if (saved)
+        setenv("TKEXPORT_CACHE_DIR", saved, 1);
+    else
+        unsetenv("TKEXPORT_CACHE_DIR");
+    free(saved);
+    remove_workspace(&w);
+}
+
+/* The server ends when its client goes: end of input while it lints, or the process that
+ * initialize named (processId) ending while stdin stays open. */
+static void lsp__the_server_exits_when_its_client_is_gone(void **state)
+{
+    (void)state;
+    workspace w;
+    char cache[PATH_MAX + 16];
+    const char *old = getenv("TKEXPORT_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    make_large_workspace(&w, 60, cache, sizeof cache);
+    client c;
+    start(&c, NULL);
+    initialize(&c, &w);
+    usleep(300000);
+    double t0 = now_ms();
+    assert_int_equal(finish(&c), 1); /* end of input without shutdown */
+    if (now_ms() - t0 >= 3000)
+        fail_msg("the server took %.0f ms to exit at end of input while linting", now_ms() - t0);
+
+    pid_t editor = fork();
+    assert_true(editor >= 0);
+    if (editor == 0) {
+        pause();
+        _exit(0);
+    }
+    start(&c, NULL);
+    char root[PATH_MAX * 3];
+    uri_of(root, sizeof(root), w.dir, NULL);
+    sendf(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"processId\":%d,"
+              "\"rootUri\":\"%s\",\"capabilities\":{}}}", (int)editor, root);
+    cJSON_Delete(wait_reply(&c, 1));
+    kill(editor, SIGKILL);
+    waitpid(editor, NULL, 0);
+    assert_int_equal(wait_exit(&c, 10000), 1);
+    if (saved)
+        setenv("TKEXPORT_CACHE_DIR", saved, 1);
+    else
+        unsetenv("TKEXPORT_CACHE_DIR");
+    free(saved);
+    remove_workspace(&w);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -558,6 +674,8 @@ int main(void)
         cmocka_unit_test(lsp__files_not_open_are_published_under_encoded_uris_and_cleared_when_fixed),
         cmocka_unit_test(lsp__malformed_input_and_unknown_methods_do_not_stop_the_server),
         cmocka_unit_test(lsp__end_of_input_after_shutdown_exits_0_and_help_is_there),
+        cmocka_unit_test(lsp__shutdown_is_answered_at_once_while_a_large_workspace_is_linted),
+        cmocka_unit_test(lsp__the_server_exits_when_its_client_is_gone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
