@@ -1,0 +1,31 @@
+# The CI lint job of docs/editors.md, run as written at the repository's root (issue 16: the job
+# used to exit 1 with 89 errors there): the step's command is read from the document, with only
+# the paths of this build put in (build/tkexport, -p build) and the report written outside the
+# source tree; it must find nothing and write a SARIF report.
+#   cmake -DTKEXPORT=<exe> -DBUILD_DIR=<build> -DSOURCE_DIR=<repo> -DWORK=<dir> -P docs_ci_lint.cmake
+file(READ ${SOURCE_DIR}/docs/editors.md doc)
+if(NOT doc MATCHES "LINT_PATHS: ([^ \n]+)")
+  message(FATAL_ERROR "docs/editors.md: no LINT_PATHS in the CI job")
+endif()
+set(paths ${CMAKE_MATCH_1})
+if(NOT doc MATCHES "\n +(build/tkexport lint [^\n|]*)\\|\\| rc=")
+  message(FATAL_ERROR "docs/editors.md: no 'build/tkexport lint ... || rc=$?' line in the CI job")
+endif()
+set(cmd "${CMAKE_MATCH_1}")
+string(STRIP "${cmd}" cmd)
+string(REPLACE "build/tkexport" "${TKEXPORT}" cmd "${cmd}")
+string(REPLACE "-p build" "-p ${BUILD_DIR}" cmd "${cmd}")
+string(REPLACE "-o tk.sarif" "-o ${WORK}/tk.sarif" cmd "${cmd}")
+string(REPLACE "$LINT_PATHS" "${paths}" cmd "${cmd}")
+separate_arguments(argv UNIX_COMMAND "${cmd}")
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+execute_process(COMMAND ${argv} WORKING_DIRECTORY ${SOURCE_DIR} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the documented lint job (${cmd}) exited ${rc} at the repository's root:\n${out}\n${err}")
+endif()
+file(READ ${WORK}/tk.sarif sarif)
+if(NOT sarif MATCHES "\"version\":[ \t]*\"2.1.0\"")
+  message(FATAL_ERROR "the documented lint job wrote no SARIF 2.1.0 report")
+endif()
+message(STATUS "ok: ${cmd}")
