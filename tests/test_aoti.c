@@ -346,10 +346,19 @@ static void compile__broken_kernel_reports_nvcc_message_and_leaves_nothing(void 
     char *text = tk_test_read_file(cu, &len);
     char *at = strstr(text, "y[i] = x[i] * 2.0f;");
     assert_non_null(at);
-    memcpy(at, "y[i] = x[i] * 2.0f +", 20); /* "... + }" does not parse */
-    tk_test_write_file(cu, text, len);
+    /* an error only nvcc sees: export refuses a kernel the analyzer (clang) cannot parse, so the
+       broken branch is one clang skips (it does not define __NVCC__) */
+    static const char broken[] = "\n#ifdef __NVCC__\ny[i] = x[i] * 2.0f + ;\n#else\ny[i] = x[i] * 2.0f;\n#endif\n";
+    size_t head = (size_t)(at - text), tail = len - head - strlen("y[i] = x[i] * 2.0f;");
+    char *edited = malloc(len + sizeof broken);
+    assert_non_null(edited);
+    memcpy(edited, text, head);
+    memcpy(edited + head, broken, sizeof broken - 1);
+    memcpy(edited + head + sizeof broken - 1, at + strlen("y[i] = x[i] * 2.0f;"), tail);
+    tk_test_write_file(cu, edited, head + sizeof broken - 1 + tail);
+    free(edited);
     free(text);
-    int line = tk_line_of(cu, "y[i] = x[i] * 2.0f +");
+    int line = tk_line_of(cu, "y[i] = x[i] * 2.0f + ;");
     path_in(prog, sizeof prog, "broken.tkprog");
     CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
 
