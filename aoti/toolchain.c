@@ -29,8 +29,8 @@ int tk_run_capture(char *const *argv, char **out)
     free(*out);
     *out = NULL;
     if (last[0])
-        return tk_error_set(TK_ENOTFOUND, "'%s %s' %s: %s", argv[0], argv[1] ? argv[1] : "", how, last);
-    return tk_error_set(TK_ENOTFOUND, "'%s %s' %s and printed nothing", argv[0], argv[1] ? argv[1] : "", how);
+        return tk_error_set(TK_ETOOL, "'%s %s' %s: %s", argv[0], argv[1] ? argv[1] : "", how, last);
+    return tk_error_set(TK_ETOOL, "'%s %s' %s and printed nothing", argv[0], argv[1] ? argv[1] : "", how);
 }
 
 static int executable(const char *path)
@@ -78,7 +78,7 @@ int tk_toolchain_nvcc(tk_toolchain *tc)
     const char *env = getenv("TKEXPORT_NVCC");
     if (env && env[0]) {
         if (!on_path(env, path, sizeof path))
-            return tk_error_set(TK_ENOTFOUND, "nvcc not found: TKEXPORT_NVCC is '%s', which is not an executable",
+            return tk_error_set(TK_ETOOL, "nvcc not found: TKEXPORT_NVCC is '%s', which is not an executable",
                                 env);
     } else {
         const char *home = getenv("CUDA_HOME");
@@ -93,7 +93,7 @@ int tk_toolchain_nvcc(tk_toolchain *tc)
             found = executable(path);
         }
         if (!found && !on_path("nvcc", path, sizeof path))
-            return tk_error_set(TK_ENOTFOUND, "nvcc not found (looked at %s/usr/local/cuda/bin/nvcc and PATH): set "
+            return tk_error_set(TK_ETOOL, "nvcc not found (looked at %s/usr/local/cuda/bin/nvcc and PATH): set "
                                 "TKEXPORT_NVCC or CUDA_HOME", tried);
     }
     char *argv[] = {path, "--version", NULL};
@@ -104,7 +104,7 @@ int tk_toolchain_nvcc(tk_toolchain *tc)
     if (rc) {
         free(tc->nvcc_version);
         tc->nvcc_version = NULL;
-        return tk_error_set(TK_ENOTFOUND, "nvcc at '%s' does not run: %s", path, tk_error_last());
+        return tk_error_set(TK_ETOOL, "nvcc at '%s' does not run: %s", path, tk_error_last());
     }
     for (char *c = tc->nvcc_archs; *c; c++)
         if (*c == '\n' || *c == '\r')
@@ -126,11 +126,11 @@ int tk_toolchain_cc(tk_toolchain *tc)
     if (!cc || !cc[0])
         cc = "cc";
     if (!on_path(cc, path, sizeof path))
-        return tk_error_set(TK_ENOTFOUND, "the C compiler '%s' was not found on PATH: install one or set CC", cc);
+        return tk_error_set(TK_ETOOL, "the C compiler '%s' was not found on PATH: install one or set CC", cc);
     char *argv[] = {path, "--version", NULL};
     int rc = tk_run_capture(argv, &tc->cc_version);
     if (rc)
-        return tk_error_set(TK_ENOTFOUND, "the C compiler '%s' does not run: %s", path, tk_error_last());
+        return tk_error_set(TK_ETOOL, "the C compiler '%s' does not run: %s", path, tk_error_last());
     tc->cc_line = line_with(tc->cc_version, NULL);
     if (!(tc->cc = strdup(path)) || !tc->cc_line)
         return tk_error_set(TK_ENOMEM, "out of memory");

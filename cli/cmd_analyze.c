@@ -28,7 +28,7 @@ static void help(FILE *f)
                ".c .h .cu .cuh) and resolves, for each op, the kernels its tk_wrap launches can reach.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "pojvh");
-    fprintf(f, "\nexit status: 0 done, 2 usage error or missing path, 3 internal error\n");
+    tk_cli_print_exit_statuses(f);
 }
 
 int cmd_analyze(int argc, char **argv)
@@ -79,7 +79,7 @@ int cmd_analyze(int argc, char **argv)
     int err = tk_analysis_run(&a, &opts, (const char *const *)argv + optind, (size_t)(argc - optind));
     if (err) {
         fprintf(stderr, "tkexport analyze: %s\n", tk_error_last());
-        rc = err == TK_ENOTFOUND || err == TK_EINVAL ? TK_EXIT_USAGE : TK_EXIT_INTERNAL;
+        rc = err == TK_ENOTFOUND || err == TK_EINVAL ? TK_EXIT_USAGE : tk_cli_exit_status(err);
         goto done;
     }
     if (tk_cli_no_sources("analyze", a, (const char *const *)argv + optind, (size_t)(argc - optind))) {
@@ -109,9 +109,9 @@ int cmd_analyze(int argc, char **argv)
                 goto done;
             }
         }
-        if (tk_file_write_atomic(output, text, strlen(text))) {
+        if ((err = tk_file_write_atomic(output, text, strlen(text)))) {
             fprintf(stderr, "tkexport analyze: %s\n", tk_error_last());
-            rc = TK_EXIT_INTERNAL;
+            rc = tk_cli_exit_status(err);
             goto done;
         }
     } else if (json) {

@@ -48,8 +48,7 @@ static void help(FILE *f)
                "trusted keys. Machines that run the package must trust the key (tkexport keygen --help).\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "ojqh");
-    fprintf(f, "\nexit status: 0 written, 1 the compile failed (a source that does not compile, a missing\n"
-               "compiler, an unreadable .tkprog or key), 2 usage error (an unknown architecture), 3 internal error\n");
+    tk_cli_print_exit_statuses(f);
 }
 
 static double now(void)
@@ -145,6 +144,10 @@ int cmd_compile(int argc, char **argv)
     }
     if (tk_cli_output_clobbers("compile", output, (const char *const *)argv + optind, 1))
         return TK_EXIT_USAGE;
+    if (key_file && access(key_file, F_OK) != 0) {
+        fprintf(stderr, "tkexport compile: --sign-key '%s' does not exist\n", key_file);
+        return TK_EXIT_USAGE;
+    }
     if (key_file && no_sign) {
         fprintf(stderr, "tkexport compile: --sign-key and --no-sign contradict each other\n");
         return TK_EXIT_USAGE;
@@ -152,7 +155,7 @@ int cmd_compile(int argc, char **argv)
     /* the key first: a key that cannot be read stops the compile before it spends any time */
     if (!no_sign && (err = signing_key(&key, key_file))) {
         fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
-        return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+        return tk_cli_exit_status(err);
     }
     o.sign_key = key;
     o.progress = !quiet && isatty(STDERR_FILENO);
@@ -170,7 +173,7 @@ int cmd_compile(int argc, char **argv)
     tk_sign_key_free(key);
     if (err) {
         fprintf(stderr, "tkexport compile: %s\n", tk_error_last());
-        return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+        return tk_cli_exit_status(err);
     }
     if (!quiet) {
         fprintf(stderr, "tkexport compile: wrote %s (%zu bytes, %s) in %.2f s: ", output, st.package_bytes, signer,

@@ -33,17 +33,7 @@ static void help(FILE *f)
                "the program uses, and the sources needed to compile its ops (found by the analyzer).\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "pwojh");
-    fprintf(f, "\nexit status: 0 written, 1 the export failed (a constraint error, a compile error, a missing\n"
-               "parameter, ...), 2 usage error or missing path, 3 internal error\n");
-}
-
-/* The exit status for a library failure: usage for what the command line named wrongly,
- * internal for our own failures, a failed run otherwise. */
-static int status_of(int err)
-{
-    if (err == TK_ENOMEM || err == TK_EINTERNAL)
-        return TK_EXIT_INTERNAL;
-    return TK_EXIT_FINDINGS;
+    tk_cli_print_exit_statuses(f);
 }
 
 static void list_programs(const char *name)
@@ -116,12 +106,12 @@ int cmd_export(int argc, char **argv)
 
     if ((err = tk_export_compile(&so, &tmpdir, paths, npaths, progress))) {
         fprintf(stderr, "tkexport export: %s\n", tk_error_last());
-        rc = err == TK_ENOTFOUND ? TK_EXIT_USAGE : status_of(err);
+        rc = err == TK_ENOTFOUND ? TK_EXIT_USAGE : tk_cli_exit_status(err);
         goto done;
     }
     if ((err = tk_ops_load(&handle, so))) {
         fprintf(stderr, "tkexport export: %s\n", tk_error_last());
-        rc = status_of(err);
+        rc = tk_cli_exit_status(err);
         goto done;
     }
     const tk_program_def *def = tk_program_find(program);
@@ -134,19 +124,19 @@ int cmd_export(int argc, char **argv)
         fprintf(stderr, "tkexport export: tracing '%s'\n", program);
     if ((err = tk_export_trace(&m, def, weights))) {
         fprintf(stderr, "tkexport export: %s\n", tk_error_last());
-        rc = status_of(err);
+        rc = tk_cli_exit_status(err);
         goto done;
     }
     if (progress)
         fprintf(stderr, "tkexport export: finding the ops' kernels and sources\n");
     if ((err = tk_export_closure(m, &opts, paths, npaths))) {
         fprintf(stderr, "tkexport export: %s\n", tk_error_last());
-        rc = status_of(err);
+        rc = tk_cli_exit_status(err);
         goto done;
     }
     if ((err = tk_tkprog_write(m, output))) {
         fprintf(stderr, "tkexport export: %s\n", tk_error_last());
-        rc = status_of(err);
+        rc = tk_cli_exit_status(err);
         goto done;
     }
     if (progress)

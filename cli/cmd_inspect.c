@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "progmodel.h"
@@ -34,7 +35,7 @@ static void help(FILE *f)
                "and its program); dot prints a Graphviz digraph of values and nodes.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "fh");
-    fprintf(f, "\nexit status: 0 done, 1 the file is not a readable .tkprog or .tkpkg, 2 usage error, 3 internal error\n");
+    tk_cli_print_exit_statuses(f);
 }
 
 #define INSPECT_MAX_FILE ((size_t)1 << 40)
@@ -185,10 +186,14 @@ int cmd_inspect(int argc, char **argv)
         fprintf(stderr, "tkexport inspect: one FILE at a time (got %d)\n", argc - optind);
         return TK_EXIT_USAGE;
     }
+    if (access(argv[optind], F_OK) != 0) {
+        fprintf(stderr, "tkexport inspect: '%s' does not exist\n", argv[optind]);
+        return TK_EXIT_USAGE;
+    }
     tk_pkgfile *pkg = NULL;
     if ((err = read_file(&m, &pkg, argv[optind]))) {
         fprintf(stderr, "tkexport inspect: %s\n", tk_error_last());
-        return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+        return tk_cli_exit_status(err);
     }
     if (pkg && !strcmp(format, "json"))
         err = write_package_json(pkg, stdout);

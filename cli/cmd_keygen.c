@@ -37,13 +37,7 @@ static void help(FILE *f)
                "where keys should live and how to rotate them.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "ofth");
-    fprintf(f, "\nexit status: 0 written, 1 failed (a key already there without --force, a file that cannot be\n"
-               "written), 2 usage error, 3 internal error\n");
-}
-
-static int status_of(int err)
-{
-    return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
+    tk_cli_print_exit_statuses(f);
 }
 
 int cmd_keygen(int argc, char **argv)
@@ -95,7 +89,7 @@ int cmd_keygen(int argc, char **argv)
     }
     if (err || (err = tk_sign_key_generate(&key)) || (err = tk_sign_key_save(key, path, !force)) < 0) {
         fprintf(stderr, "tkexport keygen: %s\n", tk_error_last());
-        rc = status_of(err);
+        rc = tk_cli_exit_status(err);
         goto done;
     }
     if (err == 1) { /* made by someone else since the check above */
@@ -117,7 +111,7 @@ int cmd_keygen(int argc, char **argv)
     snprintf(line, n, "%s %s\n", text, comment);
     if ((err = tk_file_write_atomic(pub_path, line, strlen(line)))) {
         fprintf(stderr, "tkexport keygen: %s\n", tk_error_last());
-        rc = status_of(err);
+        rc = tk_cli_exit_status(err);
         goto done;
     }
     printf("wrote the private key '%s' (mode 0600) and the public key '%s'\n", path, pub_path);
@@ -126,7 +120,7 @@ int cmd_keygen(int argc, char **argv)
         int added = 0;
         if ((err = tk_trust_add(&pub, comment, &trust_path, &added))) {
             fprintf(stderr, "tkexport keygen: %s\n", tk_error_last());
-            rc = status_of(err);
+            rc = tk_cli_exit_status(err);
             goto done;
         }
         printf("%s '%s'\n", added ? "trusted on this machine: added to" : "already trusted in", trust_path);

@@ -39,8 +39,7 @@ static void help(FILE *f)
         fprintf(f, "  %-24s %-7s %s\n", tk_lint_rules[i].id, tk_lint_rules[i].severity, tk_lint_rules[i].short_desc);
     fprintf(f, "\noptions:\n");
     tk_cli_print_options(f, options, NOPT, "pojh");
-    fprintf(f, "\nexit status: 0 no error (nor warning, with --werror), 1 findings, 2 usage error or\n"
-               "missing path, 3 internal error. Rules are described in docs/lint.md.\n");
+    tk_cli_print_exit_statuses(f);
 }
 
 /* The format -o FILE implies when --format is not given. */
@@ -143,7 +142,7 @@ int cmd_lint(int argc, char **argv)
     int err = tk_analysis_run(&a, &opts, (const char *const *)argv + optind, (size_t)(argc - optind));
     if (err) {
         fprintf(stderr, "tkexport lint: %s\n", tk_error_last());
-        rc = err == TK_ENOTFOUND || err == TK_EINVAL ? TK_EXIT_USAGE : TK_EXIT_INTERNAL;
+        rc = err == TK_ENOTFOUND || err == TK_EINVAL ? TK_EXIT_USAGE : tk_cli_exit_status(err);
         goto done;
     }
     if (tk_cli_no_sources("lint", a, (const char *const *)argv + optind, (size_t)(argc - optind))) {
@@ -165,7 +164,7 @@ int cmd_lint(int argc, char **argv)
         if (output ? tk_file_write_atomic(output, text, strlen(text))
                    : (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
             fprintf(stderr, "tkexport lint: %s\n", output ? tk_error_last() : "cannot write to stdout");
-            rc = TK_EXIT_INTERNAL;
+            rc = TK_EXIT_IO;
             goto done;
         }
     } else {

@@ -81,9 +81,7 @@ static void help(FILE *f)
                "is captured on them; both are waited for before the warm-up, and the wait is printed.\n\n"
                "options:\n");
     tk_cli_print_options(f, options, NOPT, "diobwpsh");
-    fprintf(f, "\nexit status: 0 done, 1 the run failed (an unreadable package or .npy, an input outside the\n"
-               "program's dims or ranges, a device error), 2 usage error (a missing or unknown input name),\n"
-               "3 internal error\n");
+    tk_cli_print_exit_statuses(f);
 }
 
 static double now_us(void)
@@ -93,15 +91,10 @@ static double now_us(void)
     return 1e6 * (double)ts.tv_sec + 1e-3 * (double)ts.tv_nsec;
 }
 
-static int status_of(int err)
-{
-    return err == TK_ENOMEM || err == TK_EINTERNAL ? TK_EXIT_INTERNAL : TK_EXIT_FINDINGS;
-}
-
 static int fail(int err)
 {
     fprintf(stderr, "tkexport run: error: %s\n", tk_error_last());
-    return status_of(err);
+    return tk_cli_exit_status(err);
 }
 
 /* --- what the program expects ------------------------------------------------------------- */
@@ -282,6 +275,12 @@ static int load_input(tk_tensor **out, const tk_io_info *io, const input_arg *a,
             return TK_EINVAL;
         }
         return random_input(out, io, rank, shape, seed);
+    }
+    if (access(a->spec, F_OK) != 0) {
+        fprintf(stderr, "tkexport run: input '%s': '%s' does not exist (expected a .npy file or random:DxD)\n", io->name,
+                a->spec);
+        *usage = 1;
+        return TK_ENOTFOUND;
     }
     return tk_npy_read(out, a->spec, &io->dtype);
 }

@@ -71,7 +71,7 @@ static void skip_ws(hparser *h)
 
 static int bad_header(const hparser *h, const char *what)
 {
-    return tk_error_set(TK_EINVAL, "'%s': malformed .npy header: %s", h->path, what);
+    return tk_error_set(TK_EFORMAT, "'%s': malformed .npy header: %s", h->path, what);
 }
 
 /* A quoted string without escapes into buf. */
@@ -88,7 +88,7 @@ static int parse_string(hparser *h, char *buf, size_t n, const char *what)
     size_t len = (size_t)(h->p - s);
     h->p++;
     if (len >= n)
-        return tk_error_set(TK_EINVAL, "'%s': malformed .npy header: a string of %zu characters (%s)", h->path, len,
+        return tk_error_set(TK_EFORMAT, "'%s': malformed .npy header: a string of %zu characters (%s)", h->path, len,
                             what);
     memcpy(buf, s, len);
     buf[len] = '\0';
@@ -122,13 +122,13 @@ static int parse_shape(hparser *h, tk_npy_info *info)
         int64_t v = 0;
         while (h->p < h->end && *h->p >= '0' && *h->p <= '9') {
             if (v > (INT64_MAX - 9) / 10)
-                return tk_error_set(TK_EINVAL, "'%s': .npy shape has a dimension too large to be real", h->path);
+                return tk_error_set(TK_EFORMAT, "'%s': .npy shape has a dimension too large to be real", h->path);
             v = v * 10 + (*h->p++ - '0');
         }
         if (h->p < h->end && *h->p == 'L')
             h->p++;
         if (rank == TK_MAX_DIMS)
-            return tk_error_set(TK_EINVAL, "'%s': .npy shape has more than the %d dimensions supported", h->path,
+            return tk_error_set(TK_EFORMAT, "'%s': .npy shape has more than the %d dimensions supported", h->path,
                                 TK_MAX_DIMS);
         info->shape[rank++] = v;
         skip_ws(h);
@@ -150,7 +150,7 @@ static int parse_descr(hparser *h, tk_npy_info *info)
 {
     char d[64];
     if (h->p < h->end && *h->p == '[')
-        return tk_error_set(TK_EINVAL, "'%s': structured arrays (a list 'descr') are not supported; " EXPECTED,
+        return tk_error_set(TK_EFORMAT, "'%s': structured arrays (a list 'descr') are not supported; " EXPECTED,
                             h->path);
     int rc = parse_string(h, d, sizeof d, "expected a string as 'descr'");
     if (rc)
@@ -164,12 +164,12 @@ static int parse_descr(hparser *h, tk_npy_info *info)
     else if (!strcmp(d, "<i8"))
         info->dtype = TK_I64;
     else if (d[0] == '>' && d[1] && strchr("fiu", d[1]))
-        return tk_error_set(TK_EINVAL, "'%s': dtype '%s' is big-endian; " EXPECTED " (numpy: a.astype(a.dtype.newbyteorder('<')))",
+        return tk_error_set(TK_EFORMAT, "'%s': dtype '%s' is big-endian; " EXPECTED " (numpy: a.astype(a.dtype.newbyteorder('<')))",
                             h->path, d);
     else if (!strcmp(d, "|O") || !strcmp(d, "O"))
-        return tk_error_set(TK_EINVAL, "'%s': object arrays (dtype '%s') are not supported; " EXPECTED, h->path, d);
+        return tk_error_set(TK_EFORMAT, "'%s': object arrays (dtype '%s') are not supported; " EXPECTED, h->path, d);
     else
-        return tk_error_set(TK_EINVAL, "'%s': dtype '%s' is not supported; " EXPECTED, h->path, d);
+        return tk_error_set(TK_EFORMAT, "'%s': dtype '%s' is not supported; " EXPECTED, h->path, d);
     return 0;
 }
 
@@ -210,13 +210,13 @@ static int parse_header(tk_npy_info *info, const char *text, size_t len, const c
             seen = &seen_shape;
             rc = parse_shape(&h, info);
         } else {
-            return tk_error_set(TK_EINVAL, "'%s': malformed .npy header: unknown key '%s' (expected 'descr', "
+            return tk_error_set(TK_EFORMAT, "'%s': malformed .npy header: unknown key '%s' (expected 'descr', "
                                 "'fortran_order' and 'shape')", path, key);
         }
         if (rc)
             return rc;
         if (*seen)
-            return tk_error_set(TK_EINVAL, "'%s': malformed .npy header: key '%s' given twice", path, key);
+            return tk_error_set(TK_EFORMAT, "'%s': malformed .npy header: key '%s' given twice", path, key);
         *seen = 1;
         skip_ws(&h);
         if (h.p < h.end && *h.p == ',') {
@@ -233,12 +233,12 @@ static int parse_header(tk_npy_info *info, const char *text, size_t len, const c
     if (h.p != h.end)
         return bad_header(&h, "text after the dict");
     if (!seen_descr || !seen_order || !seen_shape)
-        return tk_error_set(TK_EINVAL, "'%s': malformed .npy header: no '%s' key", path,
+        return tk_error_set(TK_EFORMAT, "'%s': malformed .npy header: no '%s' key", path,
                             !seen_descr ? "descr" : !seen_order ? "fortran_order" : "shape");
     /* An array with at most one dimension over 1 has the same bytes in either order, but numpy
      * marks those C-contiguous and never writes fortran_order True for them: refuse all alike. */
     if (fortran)
-        return tk_error_set(TK_EINVAL, "'%s': fortran_order arrays are not supported; save a C-order array "
+        return tk_error_set(TK_EFORMAT, "'%s': fortran_order arrays are not supported; save a C-order array "
                             "(numpy: np.save(f, np.ascontiguousarray(a)))", path);
     return 0;
 }
@@ -267,22 +267,22 @@ static int read_info(tk_npy_info *info, FILE *f, const char *path)
     uint64_t fsize = (uint64_t)st.st_size;
     size_t got = fread(pre, 1, sizeof pre, f);
     if (got < 8 || memcmp(pre, MAGIC, sizeof MAGIC))
-        return tk_error_set(TK_EINVAL, "'%s': not a .npy file (it does not start with \"\\x93NUMPY\")", path);
+        return tk_error_set(TK_EFORMAT, "'%s': not a .npy file (it does not start with \"\\x93NUMPY\")", path);
     info->major = pre[6];
     info->minor = pre[7];
     if ((info->major != 1 && info->major != 2 && info->major != 3) || info->minor != 0)
-        return tk_error_set(TK_EINVAL, "'%s': .npy version %d.%d is not supported (expected 1.0, 2.0 or 3.0)", path,
+        return tk_error_set(TK_EFORMAT, "'%s': .npy version %d.%d is not supported (expected 1.0, 2.0 or 3.0)", path,
                             info->major, info->minor);
     int lenbytes = info->major == 1 ? 2 : 4;
     if (got < (size_t)(8 + lenbytes))
-        return tk_error_set(TK_EINVAL, "'%s': truncated .npy file (%zu bytes, no header length)", path, got);
+        return tk_error_set(TK_EFORMAT, "'%s': truncated .npy file (%zu bytes, no header length)", path, got);
     uint64_t hlen = le(pre + 8, lenbytes);
     uint64_t hstart = 8u + (uint64_t)lenbytes;
     if (hlen > TK_NPY_MAX_HEADER)
-        return tk_error_set(TK_EINVAL, "'%s': .npy header length %llu is more than the %u bytes allowed", path,
+        return tk_error_set(TK_EFORMAT, "'%s': .npy header length %llu is more than the %u bytes allowed", path,
                             (unsigned long long)hlen, TK_NPY_MAX_HEADER);
     if (hstart + hlen > fsize)
-        return tk_error_set(TK_EINVAL, "'%s': truncated .npy file: the header of %llu bytes runs past its end "
+        return tk_error_set(TK_EFORMAT, "'%s': truncated .npy file: the header of %llu bytes runs past its end "
                             "(%llu bytes)", path, (unsigned long long)hlen, (unsigned long long)fsize);
     if (!(text = malloc(hlen + 1)))
         return tk_error_set(TK_ENOMEM, "out of memory");
@@ -292,7 +292,7 @@ static int read_info(tk_npy_info *info, FILE *f, const char *path)
     }
     text[hlen] = '\0';
     if (memchr(text, '\0', hlen)) {
-        rc = tk_error_set(TK_EINVAL, "'%s': malformed .npy header: it holds a NUL byte", path);
+        rc = tk_error_set(TK_EFORMAT, "'%s': malformed .npy header: it holds a NUL byte", path);
         goto done;
     }
     if ((rc = parse_header(info, text, hlen, path)))
@@ -305,7 +305,7 @@ static int read_info(tk_npy_info *info, FILE *f, const char *path)
     for (int i = 0; i < info->rank; i++) {
         uint64_t d = (uint64_t)info->shape[i];
         if (d && bytes > UINT64_MAX / d) {
-            rc = tk_error_set(TK_EINVAL, "'%s': .npy shape %s is too large (its byte count overflows)", path,
+            rc = tk_error_set(TK_EFORMAT, "'%s': .npy shape %s is too large (its byte count overflows)", path,
                               shape_text(info->shape, info->rank, sh, sizeof sh));
             goto done;
         }
@@ -313,15 +313,15 @@ static int read_info(tk_npy_info *info, FILE *f, const char *path)
     }
     uint64_t have = fsize - info->data_offset;
     if (have < bytes)
-        rc = tk_error_set(TK_EINVAL, "'%s': truncated .npy file: shape %s of %s needs %llu bytes of data, the file "
+        rc = tk_error_set(TK_EFORMAT, "'%s': truncated .npy file: shape %s of %s needs %llu bytes of data, the file "
                           "has %llu", path, shape_text(info->shape, info->rank, sh, sizeof sh), np_name(info->dtype),
                           (unsigned long long)bytes, (unsigned long long)have);
     else if (have > bytes)
-        rc = tk_error_set(TK_EINVAL, "'%s': %llu bytes after the data of shape %s of %s (not a .npy file numpy "
+        rc = tk_error_set(TK_EFORMAT, "'%s': %llu bytes after the data of shape %s of %s (not a .npy file numpy "
                           "wrote, or a corrupt one)", path, (unsigned long long)(have - bytes),
                           shape_text(info->shape, info->rank, sh, sizeof sh), np_name(info->dtype));
     else if (bytes > SIZE_MAX)
-        rc = tk_error_set(TK_EINVAL, "'%s': %llu bytes of data do not fit in memory", path, (unsigned long long)bytes);
+        rc = tk_error_set(TK_EFORMAT, "'%s': %llu bytes of data do not fit in memory", path, (unsigned long long)bytes);
 done:
     free(text);
     return rc;

@@ -2,6 +2,10 @@
 #define _DEFAULT_SOURCE
 #include "options.h"
 
+#include <tk/error.h>
+
+#include "cli.h"
+
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +42,35 @@ int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int ma
     }
     *out = (int)v;
     return 0;
+}
+
+void tk_cli_print_exit_statuses(FILE *f)
+{
+    fprintf(f, "\nexit status (every subcommand, docs/cli.md):\n"
+               "  0  done (lint: no error finding, nor a warning with --werror)\n"
+               "  1  the work failed on its own terms: findings, a program that does not trace, a kernel that\n"
+               "     does not compile, a package refused (unsigned, untrusted), inputs the program refuses\n"
+               "  2  usage: the command line, an input that does not exist, an output over an input\n"
+               "  3  internal error (out of memory, a bug)\n"
+               "  4  a malformed input file (truncated, another format or version)\n"
+               "  5  a file that cannot be read or written\n"
+               "  6  nvcc or the C compiler missing or not running\n"
+               "  7  no usable GPU, or the CUDA driver failed\n"
+               "  128+N  ended by signal N (temporary files removed, child compilers ended)\n");
+}
+
+int tk_cli_exit_status(int err)
+{
+    switch (err) {
+    case TK_OK: return TK_EXIT_OK;
+    case TK_ENOMEM:
+    case TK_EINTERNAL: return TK_EXIT_INTERNAL;
+    case TK_EFORMAT: return TK_EXIT_BAD_INPUT;
+    case TK_EIO: return TK_EXIT_IO;
+    case TK_ETOOL: return TK_EXIT_TOOL;
+    case TK_EDEVICE: return TK_EXIT_DEVICE;
+    default: return TK_EXIT_FINDINGS; /* TK_EINVAL, TK_ENOTFOUND, TK_EUNSUPPORTED: the work refused */
+    }
 }
 
 #ifdef TK_WITH_ANALYZER

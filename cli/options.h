@@ -27,6 +27,9 @@ void tk_cli_print_options(FILE *f, const tk_cli_option *opts, size_t n, const ch
 /* A whole number from 0 to max into *out, or a one-line error "tkexport CMD: ..." on stderr and -1. */
 int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int max, int *out);
 
+/* The exit-status table every subcommand's --help ends with (the same as docs/cli.md's). */
+void tk_cli_print_exit_statuses(FILE *f);
+
 /* Whether writing output would replace one of the command's inputs: the same file (a hard link
  * or a symlink to it included), or, for an input folder, a C, C++ or CUDA source inside it. 1
  * with a one-line error "tkexport CMD: -o OUTPUT is ..." on stderr, else 0 (an output that does

@@ -56,7 +56,7 @@ static int run(char *const *argv)
     pid_t pid;
     int status, rc = tk_proc_spawn(&pid, argv, NULL, -1);
     if (rc)
-        return tk_error_set(TK_ENOTFOUND, "cannot run the C compiler '%s' (set CC): %s", argv[0], tk_error_last());
+        return tk_error_set(TK_ETOOL, "cannot run the C compiler '%s' (set CC): %s", argv[0], tk_error_last());
     if ((rc = tk_proc_wait(&pid, &status)))
         return rc;
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)

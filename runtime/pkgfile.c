@@ -44,7 +44,7 @@ static int bad(const reader *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return tk_error_set(TK_EINVAL, "%s: %s", r->origin, msg);
+    return tk_error_set(TK_EFORMAT, "%s: %s", r->origin, msg);
 }
 
 static char *dup_or_null(const char *s, int *failed)
@@ -308,10 +308,10 @@ static int check_header(reader *r, const cJSON *doc)
     if (!cJSON_IsNumber(ver) || ver->valuedouble != floor(ver->valuedouble) || fabs(ver->valuedouble) > 1e6)
         return bad(r, "manifest.json: 'version' is missing or not a whole number");
     if (ver->valuedouble < TK_TKPKG_VERSION)
-        return tk_error_set(TK_EINVAL, "%s is a version %d package; this runtime reads version %d (recompile it with "
+        return tk_error_set(TK_EFORMAT, "%s is a version %d package; this runtime reads version %d (recompile it with "
                                        "tkexport compile)", r->origin, (int)ver->valuedouble, TK_TKPKG_VERSION);
     if (ver->valuedouble > TK_TKPKG_VERSION)
-        return tk_error_set(TK_EINVAL, "%s is a version %d package; this runtime reads version %d (open it with the "
+        return tk_error_set(TK_EFORMAT, "%s is a version %d package; this runtime reads version %d (open it with the "
                                        "tkexport that wrote it or a newer one)", r->origin, (int)ver->valuedouble,
                             TK_TKPKG_VERSION);
     return 0;

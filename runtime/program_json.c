@@ -254,7 +254,7 @@ static int bad(const jr *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return tk_error_set(TK_EINVAL, "%s: program.json: %s", r->origin, msg);
+    return tk_error_set(TK_EFORMAT, "%s: program.json: %s", r->origin, msg);
 }
 
 static const cJSON *field(const cJSON *obj, const char *key)
@@ -685,7 +685,7 @@ int tk_program_json_read(tk_program_model **out, const char *text, size_t len, c
     }
     fmt = field(doc, "format");
     if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, TK_TKPROG_FORMAT)) {
-        rc = tk_error_set(TK_EINVAL, "%s is not a tkprog file (program.json has format %s%s%s, expected '%s')",
+        rc = tk_error_set(TK_EFORMAT, "%s is not a tkprog file (program.json has format %s%s%s, expected '%s')",
                           r.origin,
                           cJSON_IsString(fmt) ? "'" : "", cJSON_IsString(fmt) ? fmt->valuestring : "none",
                           cJSON_IsString(fmt) ? "'" : "", TK_TKPROG_FORMAT);
@@ -697,7 +697,7 @@ int tk_program_json_read(tk_program_model **out, const char *text, size_t len, c
         goto done;
     }
     if (ver->valuedouble != TK_TKPROG_VERSION) {
-        rc = tk_error_set(TK_EINVAL, "%s is tkprog version %.0f; this tkexport reads version %d", r.origin,
+        rc = tk_error_set(TK_EFORMAT, "%s is tkprog version %.0f; this tkexport reads version %d", r.origin,
                           ver->valuedouble, TK_TKPROG_VERSION);
         goto done;
     }

@@ -82,26 +82,26 @@ static int parse_entry(tk_safetensors *st, const cJSON *item, tk_safetensors_ent
     const char *f = st->name, *n = item->string;
     e->name = n;
     if (!cJSON_IsObject(item))
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' is not a JSON object", f, n);
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' is not a JSON object", f, n);
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(item, "dtype");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(item, "shape");
     const cJSON *offs = cJSON_GetObjectItemCaseSensitive(item, "data_offsets");
     if (!cJSON_IsString(dtype))
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has no \"dtype\" string", f, n);
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has no \"dtype\" string", f, n);
     size_t k = 0;
     while (k < NST_DTYPES && strcmp(st_dtypes[k].name, dtype->valuestring) != 0)
         k++;
     if (k == NST_DTYPES)
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has an unknown dtype '%s'", f, n, dtype->valuestring);
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has an unknown dtype '%s'", f, n, dtype->valuestring);
     e->dtype = st_dtypes[k].name;
     e->elem_size = st_dtypes[k].size;
     e->supported = st_dtypes[k].supported;
     e->tk_dtype = st_dtypes[k].tk;
     if (!cJSON_IsArray(shape))
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has no \"shape\" array", f, n);
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has no \"shape\" array", f, n);
     int rank = cJSON_GetArraySize(shape);
     if (rank > TK_MAX_DIMS)
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has %d dims, more than the %d tkexport supports", f, n, rank,
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has %d dims, more than the %d tkexport supports", f, n, rank,
                             TK_MAX_DIMS);
     e->rank = rank;
     uint64_t nbytes = e->elem_size;
@@ -109,7 +109,7 @@ static int parse_entry(tk_safetensors *st, const cJSON *item, tk_safetensors_ent
     for (int i = 0; i < rank; i++) {
         uint64_t d;
         if (!json_uint(cJSON_GetArrayItem(shape, i), &d))
-            return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has a shape with a dim that is not a non-negative integer",
+            return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has a shape with a dim that is not a non-negative integer",
                                 f, n);
         e->shape[i] = (int64_t)d;
         if (d == 0)
@@ -120,22 +120,22 @@ static int parse_entry(tk_safetensors *st, const cJSON *item, tk_safetensors_ent
     if (empty)
         nbytes = 0;
     else if (big || nbytes > (uint64_t)PTRDIFF_MAX)
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' is too large (its byte count overflows)", f, n);
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' is too large (its byte count overflows)", f, n);
     uint64_t b, en;
     if (!cJSON_IsArray(offs) || cJSON_GetArraySize(offs) != 2 || !json_uint(cJSON_GetArrayItem(offs, 0), &b) ||
         !json_uint(cJSON_GetArrayItem(offs, 1), &en))
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has no \"data_offsets\" pair of non-negative integers", f, n);
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has no \"data_offsets\" pair of non-negative integers", f, n);
     e->begin = b;
     e->end = en;
     if (b > en)
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has data_offsets [%llu, %llu] that end before they begin", f,
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has data_offsets [%llu, %llu] that end before they begin", f,
                             n, (unsigned long long)b, (unsigned long long)en);
     if (en > st->data_size)
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has data_offsets [%llu, %llu] outside the data section "
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has data_offsets [%llu, %llu] outside the data section "
                                        "(%llu bytes)", f, n, (unsigned long long)b, (unsigned long long)en,
                             (unsigned long long)st->data_size);
     if (en - b != nbytes)
-        return tk_error_set(TK_EINVAL, "'%s': tensor '%s' has data_offsets [%llu, %llu] (%llu bytes) but a %s tensor "
+        return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' has data_offsets [%llu, %llu] (%llu bytes) but a %s tensor "
                                        "of its shape takes %llu bytes", f, n, (unsigned long long)b,
                             (unsigned long long)en, (unsigned long long)(en - b), e->dtype,
                             (unsigned long long)nbytes);
@@ -147,37 +147,37 @@ static int parse_header(tk_safetensors *st, const unsigned char *buf, size_t siz
 {
     const char *f = st->name;
     if (size < 8)
-        return tk_error_set(TK_EINVAL, "'%s' is truncated: %zu bytes, where a safetensors file starts with an 8-byte "
+        return tk_error_set(TK_EFORMAT, "'%s' is truncated: %zu bytes, where a safetensors file starts with an 8-byte "
                                        "header length", f, size);
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | buf[i];
     if (hlen > TK_SAFETENSORS_MAX_HEADER)
-        return tk_error_set(TK_EINVAL, "'%s': header length %llu is more than the %u bytes allowed (not a safetensors "
+        return tk_error_set(TK_EFORMAT, "'%s': header length %llu is more than the %u bytes allowed (not a safetensors "
                                        "file?)", f, (unsigned long long)hlen, TK_SAFETENSORS_MAX_HEADER);
     if (hlen > size - 8)
-        return tk_error_set(TK_EINVAL, "'%s' is truncated: its header is %llu bytes but only %zu follow the length",
+        return tk_error_set(TK_EFORMAT, "'%s' is truncated: its header is %llu bytes but only %zu follow the length",
                             f, (unsigned long long)hlen, size - 8);
     const char *json = (const char *)buf + 8;
     size_t j = 0;
     while (j < hlen && (json[j] == ' ' || json[j] == '\t' || json[j] == '\n' || json[j] == '\r'))
         j++;
     if (j == hlen || json[j] != '{')
-        return tk_error_set(TK_EINVAL, "'%s': the header is not a JSON object (it starts with %s)", f,
+        return tk_error_set(TK_EFORMAT, "'%s': the header is not a JSON object (it starts with %s)", f,
                             j == hlen ? "nothing" : "something else than '{'");
     const char *end = NULL;
     st->header = cJSON_ParseWithLengthOpts(json, (size_t)hlen, &end, 0);
     if (!st->header) {
         size_t at = end && end >= json && end <= json + hlen ? (size_t)(end - json) : 0;
-        return tk_error_set(TK_EINVAL, "'%s': the header is not valid JSON (at byte %zu of %llu)", f, at,
+        return tk_error_set(TK_EFORMAT, "'%s': the header is not valid JSON (at byte %zu of %llu)", f, at,
                             (unsigned long long)hlen);
     }
     for (const char *p = end; p < json + hlen; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
-            return tk_error_set(TK_EINVAL, "'%s': the header has bytes after its JSON object (at byte %zu of %llu)", f,
+            return tk_error_set(TK_EFORMAT, "'%s': the header has bytes after its JSON object (at byte %zu of %llu)", f,
                                 (size_t)(p - json), (unsigned long long)hlen);
     if (!cJSON_IsObject(st->header))
-        return tk_error_set(TK_EINVAL, "'%s': the header is not a JSON object", f);
+        return tk_error_set(TK_EFORMAT, "'%s': the header is not a JSON object", f);
     st->data = buf + 8 + hlen;
     st->data_size = size - 8 - hlen;
 
@@ -189,15 +189,15 @@ static int parse_header(tk_safetensors *st, const unsigned char *buf, size_t siz
     int rc;
     for (const cJSON *it = st->header->child; it; it = it->next) {
         if (!it->string)
-            return tk_error_set(TK_EINVAL, "'%s': the header has an entry without a name", f);
+            return tk_error_set(TK_EFORMAT, "'%s': the header has an entry without a name", f);
         if (strcmp(it->string, "__metadata__") == 0) {
             if (st->metadata)
-                return tk_error_set(TK_EINVAL, "'%s': the header has \"__metadata__\" twice", f);
+                return tk_error_set(TK_EFORMAT, "'%s': the header has \"__metadata__\" twice", f);
             if (!cJSON_IsObject(it))
-                return tk_error_set(TK_EINVAL, "'%s': \"__metadata__\" is not a JSON object", f);
+                return tk_error_set(TK_EFORMAT, "'%s': \"__metadata__\" is not a JSON object", f);
             for (const cJSON *m = it->child; m; m = m->next)
                 if (!cJSON_IsString(m))
-                    return tk_error_set(TK_EINVAL, "'%s': \"__metadata__\" value '%s' is not a string", f,
+                    return tk_error_set(TK_EFORMAT, "'%s': \"__metadata__\" value '%s' is not a string", f,
                                         m->string ? m->string : "");
             st->metadata = it;
             continue;
@@ -215,7 +215,7 @@ static int parse_header(tk_safetensors *st, const unsigned char *buf, size_t siz
         if (e->begin == e->end)
             continue;
         if (prev && e->begin < prev->end)
-            return tk_error_set(TK_EINVAL, "'%s': tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", f,
+            return tk_error_set(TK_EFORMAT, "'%s': tensors '%s' [%llu, %llu] and '%s' [%llu, %llu] overlap", f,
                                 prev->name, (unsigned long long)prev->begin, (unsigned long long)prev->end, e->name,
                                 (unsigned long long)e->begin, (unsigned long long)e->end);
         prev = e;
@@ -224,7 +224,7 @@ static int parse_header(tk_safetensors *st, const unsigned char *buf, size_t siz
         qsort(st->entries, st->count, sizeof(*st->entries), cmp_name);
     for (size_t i = 1; i < st->count; i++)
         if (strcmp(st->entries[i - 1].name, st->entries[i].name) == 0)
-            return tk_error_set(TK_EINVAL, "'%s': tensor '%s' appears twice in the header", f, st->entries[i].name);
+            return tk_error_set(TK_EFORMAT, "'%s': tensor '%s' appears twice in the header", f, st->entries[i].name);
     return 0;
 }
 

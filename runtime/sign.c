@@ -175,12 +175,12 @@ int tk_sign_key_load(tk_sign_key **out, const char *path)
     }
     if (!(k->pkey = PEM_read_bio_PrivateKey(bio, NULL, no_passphrase, NULL))) {
         ERR_clear_error();
-        rc = tk_error_set(TK_EINVAL, "'%s' is not a private key in PEM (PKCS#8) without a passphrase (tkexport keygen "
+        rc = tk_error_set(TK_EFORMAT, "'%s' is not a private key in PEM (PKCS#8) without a passphrase (tkexport keygen "
                                      "writes one)", path);
         goto done;
     }
     if (EVP_PKEY_get_id(k->pkey) != EVP_PKEY_ED25519) {
-        rc = tk_error_set(TK_EINVAL, "'%s' holds a %s key; packages are signed with ed25519 keys (tkexport keygen "
+        rc = tk_error_set(TK_EFORMAT, "'%s' holds a %s key; packages are signed with ed25519 keys (tkexport keygen "
                                      "writes one)", path, EVP_PKEY_get0_type_name(k->pkey) ? EVP_PKEY_get0_type_name(k->pkey) : "non-ed25519");
         goto done;
     }
@@ -304,7 +304,7 @@ static int trust_parse(tk_sign_public *k, const char *text, size_t len, const ch
         return 0;
     char why[512];
     snprintf(why, sizeof why, "%s", tk_error_last());
-    return tk_error_set(TK_EINVAL, "%s: %s", where, why);
+    return tk_error_set(TK_EFORMAT, "%s: %s", where, why);
 }
 
 /* The keys of a trust file into t (when t is not NULL); *found is 0 for a file that does not

@@ -92,13 +92,13 @@ static int check_weights(const tk_program_model *m, const char *origin)
     for (size_t i = 0; i < m->nparams && !rc; i++) {
         const tk_safetensors_entry *t = tk_safetensors_find(st, m->params[i].name);
         if (!t)
-            rc = tk_error_set(TK_EINVAL, "%s: parameter '%s' is not in weights.safetensors", origin, m->params[i].name);
+            rc = tk_error_set(TK_EFORMAT, "%s: parameter '%s' is not in weights.safetensors", origin, m->params[i].name);
         else if (!same_param(&m->params[i], t))
-            rc = tk_error_set(TK_EINVAL, "%s: parameter '%s' differs in dtype or shape from weights.safetensors",
+            rc = tk_error_set(TK_EFORMAT, "%s: parameter '%s' differs in dtype or shape from weights.safetensors",
                               origin, m->params[i].name);
     }
     if (!rc && tk_safetensors_count(st) != m->nparams)
-        rc = tk_error_set(TK_EINVAL, "%s: weights.safetensors holds %zu tensors for %zu parameters", origin,
+        rc = tk_error_set(TK_EFORMAT, "%s: weights.safetensors holds %zu tensors for %zu parameters", origin,
                           tk_safetensors_count(st), m->nparams);
     tk_safetensors_free(st);
     return rc;
@@ -120,24 +120,24 @@ int tk_tkprog_read_mem(tk_program_model **out, const void *data, size_t len, con
     for (size_t i = 0; i < n; i++) {
         const char *name = tk_zip_name(z, i);
         if (!name) {
-            rc = tk_error_set(TK_EINVAL, "%s: entry %zu has no name", origin, i);
+            rc = tk_error_set(TK_EFORMAT, "%s: entry %zu has no name", origin, i);
             goto done;
         }
         if (!strcmp(name, "program.json") || !strcmp(name, "weights.safetensors")) {
             long long *slot = name[0] == 'p' ? &json_idx : &weights_idx;
             if (*slot >= 0) {
-                rc = tk_error_set(TK_EINVAL, "%s: entry '%s' appears twice", origin, name);
+                rc = tk_error_set(TK_EFORMAT, "%s: entry '%s' appears twice", origin, name);
                 goto done;
             }
             *slot = (long long)i;
         } else if (strncmp(name, "sources/", 8) != 0) {
-            rc = tk_error_set(TK_EINVAL, "%s: unexpected entry '%s' (a .tkprog holds program.json, "
+            rc = tk_error_set(TK_EFORMAT, "%s: unexpected entry '%s' (a .tkprog holds program.json, "
                               "weights.safetensors and sources/)", origin, name);
             goto done;
         }
     }
     if (json_idx < 0) {
-        rc = tk_error_set(TK_EINVAL, "%s is not a .tkprog (no program.json)", origin);
+        rc = tk_error_set(TK_EFORMAT, "%s is not a .tkprog (no program.json)", origin);
         goto done;
     }
     if ((rc = tk_zip_read(z, (size_t)json_idx, TKPROG_MAX_JSON, &json, &json_len)) ||
@@ -146,7 +146,7 @@ int tk_tkprog_read_mem(tk_program_model **out, const void *data, size_t len, con
     m->program_json = (char *)json;
     json = NULL;
     if (weights_idx < 0) {
-        rc = tk_error_set(TK_EINVAL, "%s has no weights.safetensors", origin);
+        rc = tk_error_set(TK_EFORMAT, "%s has no weights.safetensors", origin);
         goto done;
     }
     if ((rc = tk_zip_read(z, (size_t)weights_idx, TKPROG_MAX_FILE, &weights, &weights_len)))
@@ -170,11 +170,11 @@ int tk_tkprog_read_mem(tk_program_model **out, const void *data, size_t len, con
         while (j < m->nsources && strcmp(m->sources[j].path, name + 8) != 0)
             j++;
         if (j == m->nsources) {
-            rc = tk_error_set(TK_EINVAL, "%s: entry '%s' is not listed in program.json's sources", origin, name);
+            rc = tk_error_set(TK_EFORMAT, "%s: entry '%s' is not listed in program.json's sources", origin, name);
             goto done;
         }
         if (seen[j]) {
-            rc = tk_error_set(TK_EINVAL, "%s: entry '%s' appears twice", origin, name);
+            rc = tk_error_set(TK_EFORMAT, "%s: entry '%s' appears twice", origin, name);
             goto done;
         }
         seen[j] = 1;
@@ -187,7 +187,7 @@ int tk_tkprog_read_mem(tk_program_model **out, const void *data, size_t len, con
         tk_sha256_hex(bytes, blen, hex);
         if (strcmp(hex, s->sha256) != 0) {
             free(bytes);
-            rc = tk_error_set(TK_EINVAL, "%s: entry '%s' does not match its SHA-256 in program.json", origin, name);
+            rc = tk_error_set(TK_EFORMAT, "%s: entry '%s' does not match its SHA-256 in program.json", origin, name);
             goto done;
         }
         free(s->data);
@@ -196,7 +196,7 @@ int tk_tkprog_read_mem(tk_program_model **out, const void *data, size_t len, con
     }
     for (size_t j = 0; j < m->nsources; j++) {
         if (!seen[j]) {
-            rc = tk_error_set(TK_EINVAL, "%s: source '%s' listed in program.json is missing", origin,
+            rc = tk_error_set(TK_EFORMAT, "%s: source '%s' listed in program.json is missing", origin,
                               m->sources[j].path);
             goto done;
         }

@@ -131,7 +131,7 @@ int tk_zip_open(tk_zip_reader **out, const void *data, size_t len, const char *o
     }
     if (!(z->za = zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze))) {
         zip_source_free(src); /* still ours when the open fails */
-        int rc = tk_error_set(TK_EINVAL, "%s is not a %s (not a readable zip archive: %s)", origin, kind,
+        int rc = tk_error_set(TK_EFORMAT, "%s is not a %s (not a readable zip archive: %s)", origin, kind,
                               zip_error_strerror(&ze));
         zip_error_fini(&ze);
         free(z);
@@ -140,7 +140,7 @@ int tk_zip_open(tk_zip_reader **out, const void *data, size_t len, const char *o
     zip_error_fini(&ze);
     zip_int64_t n = zip_get_num_entries(z->za, 0);
     if (n < 0 || (uint64_t)n > max_entries) {
-        int rc = tk_error_set(TK_EINVAL, "%s has %lld entries, more than the %zu a %s may hold", origin,
+        int rc = tk_error_set(TK_EFORMAT, "%s has %lld entries, more than the %zu a %s may hold", origin,
                               (long long)n, max_entries, kind);
         tk_zip_close(z);
         return rc;
@@ -170,12 +170,12 @@ int tk_zip_size(tk_zip_reader *z, size_t i, uint64_t *size)
     zip_stat_t st;
     zip_stat_init(&st);
     if (zip_stat_index(z->za, i, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
-        return tk_error_set(TK_EINVAL, "%s: entry '%s' is unreadable: %s", z->origin, tk_zip_name(z, i),
+        return tk_error_set(TK_EFORMAT, "%s: entry '%s' is unreadable: %s", z->origin, tk_zip_name(z, i),
                             zip_strerror(z->za));
     /* deflate cannot expand more than 1032 to 1: a larger declared size is a lie (or a bomb),
      * refused before anything is allocated for it */
     if ((st.valid & ZIP_STAT_COMP_SIZE) && st.comp_size < st.size / 1032 - 1 && st.size > 4096)
-        return tk_error_set(TK_EINVAL, "%s: entry '%s' declares %llu bytes from %llu compressed, more than deflate "
+        return tk_error_set(TK_EFORMAT, "%s: entry '%s' declares %llu bytes from %llu compressed, more than deflate "
                             "can produce", z->origin, tk_zip_name(z, i), (unsigned long long)st.size,
                             (unsigned long long)st.comp_size);
     *size = st.size;
@@ -192,7 +192,7 @@ int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, s
     if (rc)
         return rc;
     if (size > max || size >= SIZE_MAX)
-        return tk_error_set(TK_EINVAL, "%s: entry '%s' is %llu bytes, more than the %llu allowed", z->origin, name,
+        return tk_error_set(TK_EFORMAT, "%s: entry '%s' is %llu bytes, more than the %llu allowed", z->origin, name,
                             (unsigned long long)size, (unsigned long long)max);
     unsigned char *buf = malloc((size_t)size + 1);
     if (!buf)
@@ -200,7 +200,7 @@ int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, s
     zip_file_t *f = zip_fopen_index(z->za, i, 0);
     if (!f) {
         free(buf);
-        return tk_error_set(TK_EINVAL, "%s: entry '%s' cannot be opened: %s", z->origin, name, zip_strerror(z->za));
+        return tk_error_set(TK_EFORMAT, "%s: entry '%s' cannot be opened: %s", z->origin, name, zip_strerror(z->za));
     }
     zip_int64_t got = zip_fread(f, buf, size);
     /* one more read reaches the end and checks the CRC */
@@ -212,7 +212,7 @@ int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, s
     zip_fclose(f);
     if (bad) {
         free(buf);
-        return tk_error_set(TK_EINVAL, "%s: entry '%s' is corrupt or truncated (%s)", z->origin, name, why);
+        return tk_error_set(TK_EFORMAT, "%s: entry '%s' is corrupt or truncated (%s)", z->origin, name, why);
     }
     buf[size] = '\0';
     *out = buf;

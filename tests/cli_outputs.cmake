@@ -63,4 +63,10 @@ expect(0 "" analyze --no-cache src -o result.json)
 if(NOT EXISTS ${WORK}/result.json)
   message(FATAL_ERROR "analyze -o result.json wrote nothing")
 endif()
+# an output that cannot be written: exit status 5 for analyze and lint as for export and compile
+expect(5 "^tkexport analyze: [^\n]*/nonexistent/dir/r.json" analyze --no-cache src -o /nonexistent/dir/r.json)
+expect(5 "^tkexport lint: [^\n]*/nonexistent/dir/r.sarif" lint --no-cache src -o /nonexistent/dir/r.sarif)
+# a missing input: 2
+expect(2 "does not exist" analyze --no-cache nothing_here.c)
+expect(2 "does not exist" lint --no-cache nothing_here.c)
 message(STATUS "ok")

@@ -63,8 +63,23 @@ if(NOT err MATCHES "tkexport compile: created your signing key '[^']*/config/tke
   message(FATAL_ERROR "tkexport compile did not say it made the signing key:\n${err}")
 endif()
 
+# one condition, one exit status, whatever the subcommand (docs/cli.md): a missing input is 2, an
+# output that cannot be written 5, a missing C compiler 6
+foreach(cmd_args "compile;${WORK}/none.tkprog;-o;${WORK}/x.tkpkg" "inspect;${WORK}/none.tkprog"
+                 "run;${WORK}/none.tkpkg;--input;x=random:2x128")
+  step(2 COMMAND ${TKEXPORT} ${cmd_args} STDERR "none.tk[a-z]+' does not exist")
+endforeach()
+step(5 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o /nonexistent/dir/x.tkpkg --arch sm_90 --no-sign
+  STDERR "^tkexport compile: [^\n]*/nonexistent/dir/x.tkpkg")
+step(5 DIR ${SOURCE_DIR} COMMAND ${TKEXPORT} export examples/mlp --program mlp --weights ${WEIGHTS}
+  -o /nonexistent/dir/x.tkprog STDERR "^tkexport export: [^\n]*/nonexistent/dir/x.tkprog")
+step(6 DIR ${SOURCE_DIR} COMMAND ${CMAKE_COMMAND} -E env CC=/nonexistent/cc ${TKEXPORT} export examples/mlp
+  --program mlp --weights ${WEIGHTS} -o ${WORK}/x.tkprog STDERR "C compiler '/nonexistent/cc'")
+step(6 COMMAND ${CMAKE_COMMAND} -E env CC=/nonexistent/cc ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/x.tkpkg
+  --arch sm_90 --no-sign --no-cache STDERR "(C compiler '/nonexistent/cc'|nvcc)")
+
 # an nvcc that fails says how: its exit status and its last line (or that it printed nothing)
-step(1 COMMAND ${CMAKE_COMMAND} -E env TKEXPORT_NVCC=/bin/false ${TKEXPORT} compile ${WORK}/mlp.tkprog
+step(6 COMMAND ${CMAKE_COMMAND} -E env TKEXPORT_NVCC=/bin/false ${TKEXPORT} compile ${WORK}/mlp.tkprog
   -o ${WORK}/never.tkpkg --arch sm_90 --no-sign
   STDERR "^tkexport compile: nvcc at '/bin/false' does not run: '/bin/false --version' exited with status 1: [^\n]+\n$")
 
@@ -131,8 +146,9 @@ step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=random:2x128 
   STDERR "unknown input 'y'[^\n]*expects x: bf16\\[batch, 128\\], batch in \\[1, 1024\\]\n$")
 step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2x128 --input x=random:3x128 STDERR "input 'x' given twice")
 step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2by128 STDERR "expected random:DxD")
-step(1 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/no_such.npy STDERR "cannot read '[^']*no_such.npy'")
-step(1 COMMAND ${TKEXPORT} run ${WORK}/mlp.tkprog --input x=random:2x128 STDERR "^tkexport run: error: [^\n]*mlp.tkprog")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/no_such.npy
+  STDERR "^tkexport run: input 'x': '[^']*no_such.npy' does not exist \\(expected a .npy file or random:DxD\\)\n$")
+step(4 COMMAND ${TKEXPORT} run ${WORK}/mlp.tkprog --input x=random:2x128 STDERR "^tkexport run: error: [^\n]*mlp.tkprog")
 
 # an unsigned package: refused, unless allowed explicitly
 step(0 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/unsigned.tkpkg --arch sm_90 --no-sign --quiet)

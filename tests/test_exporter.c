@@ -778,17 +778,17 @@ static void tkprog__readers_refuse_other_versions_and_damage(void **state)
     char *badexpr = edited_json(m, "[\"batch\", 64]", "[\"batch +\", 64]");
     char *unknown_sym = edited_json(m, "[\"batch\", 64]", "[\"seq\", 64]");
 
-    assert_int_equal(tk_program_json_read(&r, v2, strlen(v2), "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_program_json_read(&r, v2, strlen(v2), "'x.tkprog'"), TK_EFORMAT);
     assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 2; this tkexport reads version 1");
-    assert_int_equal(tk_program_json_read(&r, fmt, strlen(fmt), "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_program_json_read(&r, fmt, strlen(fmt), "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "'x.tkprog' is not a tkprog file (program.json has format 'tkpkg'");
-    assert_int_equal(tk_program_json_read(&r, badref, strlen(badref), "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_program_json_read(&r, badref, strlen(badref), "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "nodes[1]: inputs[0] is value 42, which no input, parameter or earlier node");
-    assert_int_equal(tk_program_json_read(&r, badexpr, strlen(badexpr), "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_program_json_read(&r, badexpr, strlen(badexpr), "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "shape[0] 'batch +'");
-    assert_int_equal(tk_program_json_read(&r, unknown_sym, strlen(unknown_sym), "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_program_json_read(&r, unknown_sym, strlen(unknown_sym), "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "'seq'");
-    assert_int_equal(tk_program_json_read(&r, "[1, 2]", 6, "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_program_json_read(&r, "[1, 2]", 6, "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "not a JSON object");
     assert_null(r);
 
@@ -797,18 +797,18 @@ static void tkprog__readers_refuse_other_versions_and_damage(void **state)
     const char *names[] = {"program.json", "weights.safetensors"};
     const char *texts[] = {v2, ""};
     void *zip = make_zip(&len, names, texts, NULL, 2);
-    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EFORMAT);
     assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 2; this tkexport reads version 1");
     free(zip);
     const char *extra_names[] = {"program.json", "notes.txt"};
     const char *extra_texts[] = {"{}", "x"};
     zip = make_zip(&len, extra_names, extra_texts, NULL, 2);
-    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "unexpected entry 'notes.txt'");
     free(zip);
 
     /* not a zip; a truncated one; a source whose bytes changed */
-    assert_int_equal(tk_tkprog_read_mem(&r, "hello", 5, "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_tkprog_read_mem(&r, "hello", 5, "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "'x.tkprog' is not a .tkprog (not a readable zip archive");
     void *good;
     size_t glen;
@@ -822,7 +822,7 @@ static void tkprog__readers_refuse_other_versions_and_damage(void **state)
     const char *src_texts[] = {json, "changed", "changed", (const char *)m->weights};
     const size_t src_lens[] = {strlen(json), 7, 7, m->weights_len};
     zip = make_zip(&len, src_names, src_texts, src_lens, 4);
-    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EFORMAT);
     assert_string_equal(tk_error_last(), "'x.tkprog': entry 'sources/examples/mlp/silu.cu' does not match its SHA-256 "
                                          "in program.json");
     free(zip);
@@ -831,7 +831,7 @@ static void tkprog__readers_refuse_other_versions_and_damage(void **state)
     src_texts[2] = (const char *)m->sources[1].data;
     const size_t bad_lens[] = {strlen(json), m->sources[0].len, m->sources[1].len, 5};
     zip = make_zip(&len, src_names, src_texts, bad_lens, 4);
-    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EINVAL);
+    assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "'x.tkprog': weights.safetensors");
     free(zip);
     /* and all four right (even in libzip's own layout): it reads */
@@ -1000,9 +1000,10 @@ static void cli__constraint_errors_and_usage(void **state)
     assert_contains(out, "usage: tkexport inspect FILE.tkprog");
     CLI(2, "inspect", "--format", "xml", prog);
     assert_contains(err, "unknown format 'xml'");
-    CLI(1, "inspect", prog);
-    assert_contains(err, "tkexport inspect: cannot read '");
-    CLI(1, "inspect", TK_FORCE8_DIR "/force8.c");
+    CLI(2, "inspect", prog); /* a missing input is a usage error, as in every subcommand */
+    assert_contains(err, "tkexport inspect: '");
+    assert_contains(err, "' does not exist");
+    CLI(4, "inspect", TK_FORCE8_DIR "/force8.c");
     assert_contains(err, "is not a .tkprog (not a readable zip archive");
     free(out);
     free(err);

@@ -294,15 +294,15 @@ static void refuse__bad_magic_and_versions(void **state)
     static const float v[4];
     const char *p = tmp_path("magic.npy");
     write_bytes(p, "PK\x03\x04 not numpy at all", 22);
-    refuse("magic", p, TK_EINVAL, "not a .npy file");
+    refuse("magic", p, TK_EFORMAT, "not a .npy file");
     write_bytes(p, "\x93NUMPY", 6);
-    refuse("magic only", p, TK_EINVAL, "not a .npy file");
+    refuse("magic only", p, TK_EFORMAT, "not a .npy file");
     write_bytes(p, "\x93NUMPY\x01\x00\x40", 9);
-    refuse("no header length", p, TK_EINVAL, "truncated .npy file");
+    refuse("no header length", p, TK_EFORMAT, "truncated .npy file");
     p = npy_file_len("v4.npy", 4, -1, HDR("<f4", "False", "(4,)"), v, sizeof v);
-    refuse("version 4", p, TK_EINVAL, ".npy version 4.0 is not supported (expected 1.0, 2.0 or 3.0)");
+    refuse("version 4", p, TK_EFORMAT, ".npy version 4.0 is not supported (expected 1.0, 2.0 or 3.0)");
     p = npy_file_len("v0.npy", 0, -1, HDR("<f4", "False", "(4,)"), v, sizeof v);
-    refuse("version 0", p, TK_EINVAL, ".npy version 0.0 is not supported");
+    refuse("version 0", p, TK_EFORMAT, ".npy version 0.0 is not supported");
 }
 
 static void refuse__absurd_or_truncated_header_lengths(void **state)
@@ -310,9 +310,9 @@ static void refuse__absurd_or_truncated_header_lengths(void **state)
     (void)state;
     static const float v[4];
     const char *p = npy_file_len("hlong.npy", 2, 0xfffffff0ll, HDR("<f4", "False", "(4,)"), v, sizeof v);
-    refuse("4 GiB header", p, TK_EINVAL, "header length 4294967280 is more than the 10000 bytes allowed");
+    refuse("4 GiB header", p, TK_EFORMAT, "header length 4294967280 is more than the 10000 bytes allowed");
     p = npy_file_len("hpast.npy", 1, 9000, HDR("<f4", "False", "(4,)"), v, sizeof v);
-    refuse("header past the end", p, TK_EINVAL, "the header of 9000 bytes runs past its end");
+    refuse("header past the end", p, TK_EFORMAT, "the header of 9000 bytes runs past its end");
 }
 
 static void refuse__what_tkexport_does_not_read(void **state)
@@ -347,7 +347,7 @@ static void refuse__what_tkexport_does_not_read(void **state)
         {"noquote.npy", "{descr: '<f4', 'fortran_order': False, 'shape': (2,)}", "expected a quoted key"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        refuse(cases[i].name, npy_file(cases[i].name, cases[i].header, v, sizeof v), TK_EINVAL, cases[i].text);
+        refuse(cases[i].name, npy_file(cases[i].name, cases[i].header, v, sizeof v), TK_EFORMAT, cases[i].text);
 }
 
 static void refuse__truncated_or_trailing_data(void **state)
@@ -355,9 +355,9 @@ static void refuse__truncated_or_trailing_data(void **state)
     (void)state;
     static const float v[8];
     const char *p = npy_file("trunc.npy", HDR("<f4", "False", "(2, 128)"), v, sizeof v);
-    refuse("truncated", p, TK_EINVAL, "truncated .npy file: shape (2, 128) of float32 needs 1024 bytes of data, the file has 32");
+    refuse("truncated", p, TK_EFORMAT, "truncated .npy file: shape (2, 128) of float32 needs 1024 bytes of data, the file has 32");
     p = npy_file("trail.npy", HDR("<f4", "False", "(2, 3)"), v, sizeof v);
-    refuse("trailing", p, TK_EINVAL, "8 bytes after the data of shape (2, 3) of float32");
+    refuse("trailing", p, TK_EFORMAT, "8 bytes after the data of shape (2, 3) of float32");
     refuse("missing", tmp_path("no_such_file.npy"), TK_EIO, "cannot read");
 }
 

@@ -672,7 +672,7 @@ static void sign__keys_sign_verify_and_round_trip_as_text_and_files(void **state
     assert_memory_equal(sig2, sig, sizeof sig);
     tk_sign_key_free(loaded);
     tp_write_file(path, "not a key\n", 10);
-    tk_assert_fails(tk_sign_key_load(&loaded, path), TK_EINVAL, "is not a private key in PEM (PKCS#8)");
+    tk_assert_fails(tk_sign_key_load(&loaded, path), TK_EFORMAT, "is not a private key in PEM (PKCS#8)");
     assert_null(loaded);
     unlink(path);
     tk_sign_key_free(key);
@@ -838,16 +838,16 @@ static void package__trust_file_lines_and_keys_are_checked(void **state)
     char want[1300];
     snprintf(want, sizeof want, "'%s' line 3: 'ed25519:tooshort' is not a public key (expected ed25519: and the "
                                 "base64 of 32 bytes)", trust);
-    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EFORMAT, want);
     /* in the environment, and in the options */
     tp_write_file(trust, text, strlen(text));
     setenv("TKEXPORT_TRUSTED_KEYS", "ed25519:?", 1);
-    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, "TKEXPORT_TRUSTED_KEYS: 'ed25519:?' is not a public key");
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EFORMAT, "TKEXPORT_TRUSTED_KEYS: 'ed25519:?' is not a public key");
     unsetenv("TKEXPORT_TRUSTED_KEYS");
     tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
     const char *keys[] = {text, "nonsense", NULL};
     opts.trusted_keys = keys;
-    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL,
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EFORMAT,
                     "trusted key 1 of the options: 'nonsense' is not a public key");
     /* a missing file holds no keys */
     unlink(trust);
@@ -916,7 +916,7 @@ static void package__large_entries_are_verified_chunk_by_chunk(void **state)
     /* one byte of the second chunk changed in place */
     zip[at + TK_TKPKG_CHUNK + 12345] ^= 1;
     tp_write_file(path, zip, len);
-    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL,
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EFORMAT,
                     "entry 'weights.safetensors' chunk 1 (bytes from 67108864) has SHA-256");
     free(zip);
     free(w);
@@ -956,18 +956,18 @@ static void package__altered_after_signing_is_refused(void **state)
     tampered = rezip(unsigned_zip, blen, TK_TKPKG_SIGNATURE, sig, strlen(sig), &tlen);
     package_path(bad_path, sizeof bad_path, "package_tampered.tkpkg");
     tp_write_file(bad_path, tampered, tlen);
-    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EINVAL, "signature does not match the manifest");
+    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EFORMAT, "signature does not match the manifest");
     assert_null(pkg);
     assert_null(tk_op_find("test_module::neg"));
     /* even allowing unsigned packages and ignoring trust does not open it: the signature is there */
     tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
     opts.allow_unsigned = 1;
-    tk_assert_fails(tk_package_open_ex(&pkg, bad_path, &opts), TK_EINVAL, "signature does not match the manifest");
+    tk_assert_fails(tk_package_open_ex(&pkg, bad_path, &opts), TK_EFORMAT, "signature does not match the manifest");
 
-    /* tkexport run: a one-line refusal, exit status 1, no crash */
+    /* tkexport run: a one-line refusal, exit status 4 (a damaged input file), no crash */
     const char *argv[] = {TK_TKEXPORT, "run", bad_path, "--device", "cpu", "--input", "x=random:5", NULL};
     char *out = NULL, *err = NULL;
-    assert_int_equal(tk_test_run(argv, NULL, &out, &err), 1);
+    assert_int_equal(tk_test_run(argv, NULL, &out, &err), 4);
     char want[1300];
     snprintf(want, sizeof want, "tkexport run: error: '%s': signature does not match the manifest", bad_path);
     assert_non_null(strstr(err, want));
@@ -995,7 +995,7 @@ static void package__altered_after_signing_is_refused(void **state)
     free(tampered);
     tampered = rezip(zip, len, TK_TKPKG_MANIFEST, manifest, strlen(manifest), &tlen);
     tp_write_file(bad_path, tampered, tlen);
-    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EINVAL, "signature does not match the manifest");
+    tk_assert_fails(tk_package_open(&pkg, bad_path), TK_EFORMAT, "signature does not match the manifest");
     assert_null(tk_op_find("test_module::neg"));
 
     tk_sign_key_free(evil_key);
@@ -1036,7 +1036,7 @@ static void package__malformed_signature_entries_are_refused(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         void *bad = rezip(zip, len, TK_TKPKG_SIGNATURE, cases[i].sig, strlen(cases[i].sig), &tlen);
         tp_write_file(path, bad, tlen);
-        tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, cases[i].message);
+        tk_assert_fails(tk_package_open(&pkg, path), TK_EFORMAT, cases[i].message);
         free(bad);
     }
     /* a signature of the wrong length */
@@ -1045,7 +1045,7 @@ static void package__malformed_signature_entries_are_refused(void **state)
     strcpy(cut + 13, "AAAA\"}");
     void *bad = rezip(zip, len, TK_TKPKG_SIGNATURE, sig, strlen(sig), &tlen);
     tp_write_file(path, bad, tlen);
-    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL,
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EFORMAT,
                     "manifest.sig is malformed: 'signature' is not the base64 of 64 bytes");
     free(bad);
     free(sig);
@@ -1068,11 +1068,11 @@ static void package__version_1_is_told_to_recompile(void **state)
     snprintf(want, sizeof want, "'%s' is a version 1 package; this runtime reads version 2 (recompile it with tkexport "
                                 "compile)", path);
     tk_package *pkg;
-    tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
+    tk_assert_fails(tk_package_open(&pkg, path), TK_EFORMAT, want);
     assert_string_equal(tk_error_last(), want);
     tk_package_options opts = TK_PACKAGE_OPTIONS_INIT;
     opts.allow_unsigned = 1;
-    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EINVAL, want);
+    tk_assert_fails(tk_package_open_ex(&pkg, path, &opts), TK_EFORMAT, want);
     free(old);
     free(manifest);
     free(zip);

@@ -364,7 +364,7 @@ static void param__errors_name_the_parameter_and_the_file(void **state)
     assert_non_null(f);
     fwrite("\x04\0\0\0\0\0\0\0{bad", 1, 12, f);
     fclose(f);
-    tk_assert_fails(tk_ctx_set_weights(ctx, bad), TK_EINVAL, "the header is not valid JSON");
+    tk_assert_fails(tk_ctx_set_weights(ctx, bad), TK_EFORMAT, "the header is not valid JSON");
     assert_non_null(strstr(tk_error_last(), bad));
     remove(bad);
     tk_assert_ok(tk_ctx_set_weights(ctx, weights_path()));

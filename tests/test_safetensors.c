@@ -205,7 +205,7 @@ static void read__corrupt_headers_are_refused_with_their_message(void **state)
         image im = make_image(cases[i].header, ZEROS, cases[i].ndata);
         tk_safetensors *st = (tk_safetensors *)1;
         int rc = tk_safetensors_parse(&st, im.bytes, im.size, "bad.safetensors");
-        if (rc != TK_EINVAL)
+        if (rc != TK_EFORMAT)
             fail_msg("case %zu (%s) gave %d: %s", i, cases[i].header, rc, tk_error_last());
         if (strcmp(tk_error_last(), cases[i].want) != 0)
             fail_msg("case %zu (%s):\n  error    '%s'\n  expected '%s'", i, cases[i].header, tk_error_last(),
@@ -220,29 +220,29 @@ static void read__truncated_files_and_header_lengths_are_refused(void **state)
     (void)state;
     tk_safetensors *st;
     const unsigned char five[5] = {2, 0, 0, 0, 0};
-    tk_assert_fails(tk_safetensors_parse(&st, five, sizeof five, "t.safetensors"), TK_EINVAL,
+    tk_assert_fails(tk_safetensors_parse(&st, five, sizeof five, "t.safetensors"), TK_EFORMAT,
                     "'t.safetensors' is truncated: 5 bytes, where a safetensors file starts with an 8-byte header "
                     "length");
     assert_string_equal(tk_error_last(), "'t.safetensors' is truncated: 5 bytes, where a safetensors file starts "
                                          "with an 8-byte header length");
-    tk_assert_fails(tk_safetensors_parse(&st, NULL, 0, "t.safetensors"), TK_EINVAL, "truncated: 0 bytes");
+    tk_assert_fails(tk_safetensors_parse(&st, NULL, 0, "t.safetensors"), TK_EFORMAT, "truncated: 0 bytes");
     /* a length past the end of the file */
     image im = make_image_len(100, "{}", NULL, 0);
-    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EINVAL,
+    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EFORMAT,
                     "'t.safetensors' is truncated: its header is 100 bytes but only 2 follow the length");
     free(im.bytes);
     /* more than the 100 MiB any header may have (e.g. not a safetensors file at all) */
     im = make_image_len(200u << 20, "{}", NULL, 0);
-    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EINVAL,
+    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EFORMAT,
                     "'t.safetensors': header length 209715200 is more than the 104857600 bytes allowed");
     free(im.bytes);
     im = make_image_len(UINT64_MAX, "{}", NULL, 0);
-    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EINVAL,
+    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EFORMAT,
                     "header length 18446744073709551615 is more than");
     free(im.bytes);
     /* a good file cut short in its data: the offsets no longer fit */
     im = make_image("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", F4, 10);
-    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EINVAL,
+    tk_assert_fails(tk_safetensors_parse(&st, im.bytes, im.size, "t.safetensors"), TK_EFORMAT,
                     "'t.safetensors': tensor 'w' has data_offsets [0, 16] outside the data section (10 bytes)");
     free(im.bytes);
 }
@@ -275,10 +275,10 @@ static void open__maps_a_file_and_names_it_in_errors(void **state)
     tk_safetensors_free(st);
     /* the same file truncated on disk */
     write_bytes(path, im.bytes, im.size - 4);
-    tk_assert_fails(tk_safetensors_open(&st, path), TK_EINVAL, "tensor 'w' has data_offsets [0, 16] outside");
+    tk_assert_fails(tk_safetensors_open(&st, path), TK_EFORMAT, "tensor 'w' has data_offsets [0, 16] outside");
     assert_non_null(strstr(tk_error_last(), path));
     write_bytes(path, "", 0);
-    tk_assert_fails(tk_safetensors_open(&st, path), TK_EINVAL, "is truncated: 0 bytes");
+    tk_assert_fails(tk_safetensors_open(&st, path), TK_EFORMAT, "is truncated: 0 bytes");
     remove(path);
     tk_assert_fails(tk_safetensors_open(&st, tmp_path("no_such.safetensors")), TK_EIO, "cannot read '");
     assert_null(st);

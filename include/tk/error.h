@@ -13,13 +13,15 @@ TK_API_BEGIN
  * failure is in tk_error_last() of the failing thread. */
 typedef enum tk_error_code {
     TK_OK = 0,
-    TK_EINVAL = -1,   /* bad argument or bad input file */
+    TK_EINVAL = -1,   /* bad argument, or an input refused (a shape, a signature, a policy) */
     TK_ENOMEM = -2,   /* out of memory */
     TK_EIO = -3,      /* a file could not be read or written */
     TK_ENOTFOUND = -4,/* a named op, kernel, entry or file does not exist */
     TK_EUNSUPPORTED = -5, /* no implementation for this device or dtype */
     TK_EDEVICE = -6,  /* the CUDA driver or the device failed, or there is none */
-    TK_EINTERNAL = -7 /* a bug in tkexport */
+    TK_EINTERNAL = -7, /* a bug in tkexport */
+    TK_EFORMAT = -8,  /* an input file is malformed: truncated, not of its format, another version */
+    TK_ETOOL = -9     /* a program tkexport runs (nvcc, the C compiler) is missing or does not run */
 } tk_error_code;
 
 /* The message of the last failure on this thread, "" when there was none. The string stays
