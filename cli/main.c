@@ -29,7 +29,8 @@ static void usage(FILE *f)
     fprintf(f, "usage: tkexport <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\n'tkexport <command> --help' describes a command.\n");
+    fprintf(f, "\n'tkexport <command> --help' describes a command, 'tkexport [<command>] --version' prints the\n"
+               "version; man tkexport, and docs/cli.md for the exit statuses.\n");
 }
 
 int main(int argc, char **argv)
@@ -48,9 +49,16 @@ int main(int argc, char **argv)
         printf("tkexport %s\n", TK_VERSION);
         return TK_EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (!strcmp(argv[1], commands[i].name))
-            return commands[i].fn(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name))
+            continue;
+        /* tkexport SUBCOMMAND --version, the same for every subcommand */
+        if (argc == 3 && !strcmp(argv[2], "--version")) {
+            printf("tkexport %s %s\n", commands[i].name, TK_VERSION);
+            return TK_EXIT_OK;
+        }
+        return commands[i].fn(argc - 1, argv + 1);
+    }
 #ifndef TK_WITH_ANALYZER
     if (!strcmp(argv[1], "analyze") || !strcmp(argv[1], "lint") || !strcmp(argv[1], "lsp") || !strcmp(argv[1], "export")) {
         fprintf(stderr, "tkexport: '%s' needs the analyzer, and this tkexport was built without it "

@@ -46,6 +46,7 @@ int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int ma
 
 void tk_cli_print_exit_statuses(FILE *f)
 {
+    fprintf(f, "\n--version (alone after the subcommand) prints tkexport's version.\n");
     fprintf(f, "\nexit status (every subcommand, docs/cli.md):\n"
                "  0  done (lint: no error finding, nor a warning with --werror)\n"
                "  1  the work failed on its own terms: findings, a program that does not trace, a kernel that\n"

@@ -41,6 +41,10 @@ list(JOIN TK__SANITIZE_LINK " " sanitize)
 string(STRIP "-L\${libdir} -ltkrt ${sanitize}" TK_PC_LIBS)
 configure_file(${CMAKE_CURRENT_LIST_DIR}/tkrt.pc.in ${PROJECT_BINARY_DIR}/tkrt.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tkrt.pc DESTINATION lib/pkgconfig)
+# the manual page and the bash completion, written by hand (docs/tkexport.1, scripts/completion)
+install(FILES ${PROJECT_SOURCE_DIR}/docs/tkexport.1 DESTINATION share/man/man1)
+install(FILES ${PROJECT_SOURCE_DIR}/scripts/completion/tkexport.bash DESTINATION share/bash-completion/completions
+        RENAME tkexport)
 
 # The CMake package.
 install(EXPORT tkexportTargets NAMESPACE tkexport:: DESTINATION lib/cmake/tkexport)
