@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jsonutil.h"
 #include "fsutil.h"
 #include "internal.h"
 #include <tk/error.h>
@@ -413,18 +414,6 @@ char *tk_analysis_to_json(const tk_analysis *a)
     return r;
 }
 
-static const char *js(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "?";
-}
-
-static int ji(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valueint : 0;
-}
-
 int tk_analysis_write_text(const tk_analysis *a, FILE *f, int verbose)
 {
     tk_strbuf sb = TK_STRBUF_INIT;
@@ -433,27 +422,27 @@ int tk_analysis_write_text(const tk_analysis *a, FILE *f, int verbose)
     cJSON_ArrayForEach(op, cJSON_GetObjectItemCaseSensitive(a->doc, "ops"))
     {
         nops++;
-        tk_strbuf_addf(&sb, "%s (%s:%d):", js(op, "name"), js(op, "file"), ji(op, "line"));
+        tk_strbuf_addf(&sb, "%s (%s:%d):", tk_json_str(op, "name", "?"), tk_json_str(op, "file", "?"), tk_json_int(op, "line", 0));
         const cJSON *ks = cJSON_GetObjectItemCaseSensitive(op, "kernels");
         if (!cJSON_GetArraySize(ks))
             tk_strbuf_adds(&sb, " no kernels");
         int first = 1;
         cJSON_ArrayForEach(k, ks)
         {
-            tk_strbuf_addf(&sb, "%s %s", first ? "" : ",", js(k, "name"));
+            tk_strbuf_addf(&sb, "%s %s", first ? "" : ",", tk_json_str(k, "name", "?"));
             first = 0;
         }
         tk_strbuf_adds(&sb, "\n");
         if (verbose) {
             cJSON_ArrayForEach(k, ks)
             {
-                tk_strbuf_addf(&sb, "    %s via ", js(k, "name"));
+                tk_strbuf_addf(&sb, "    %s via ", tk_json_str(k, "name", "?"));
                 const cJSON *v;
                 int i = 0;
                 cJSON_ArrayForEach(v, cJSON_GetObjectItemCaseSensitive(k, "via"))
                 tk_strbuf_addf(&sb, "%s%s", i++ ? " -> " : "", v->valuestring);
                 if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(k, "file")))
-                    tk_strbuf_addf(&sb, " (defined at %s:%d)", js(k, "file"), ji(k, "line"));
+                    tk_strbuf_addf(&sb, " (defined at %s:%d)", tk_json_str(k, "file", "?"), tk_json_int(k, "line", 0));
                 else
                     tk_strbuf_adds(&sb, " (no TK_KERNEL definition found)");
                 tk_strbuf_adds(&sb, "\n");
@@ -463,7 +452,7 @@ int tk_analysis_write_text(const tk_analysis *a, FILE *f, int verbose)
         cJSON_ArrayForEach(u, cJSON_GetObjectItemCaseSensitive(op, "unresolved"))
         {
             nunres++;
-            tk_strbuf_addf(&sb, "    unresolved at %s:%d: %s\n", js(u, "file"), ji(u, "line"), js(u, "reason"));
+            tk_strbuf_addf(&sb, "    unresolved at %s:%d: %s\n", tk_json_str(u, "file", "?"), tk_json_int(u, "line", 0), tk_json_str(u, "reason", "?"));
         }
     }
     const cJSON *d;
@@ -471,8 +460,8 @@ int tk_analysis_write_text(const tk_analysis *a, FILE *f, int verbose)
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(a->doc, "diagnostics"))
     {
         ndiag++;
-        tk_strbuf_addf(&sb, "%s:%d:%d: %s: %s [%s]\n", js(d, "file"), ji(d, "line"), ji(d, "column"), js(d, "severity"),
-                       js(d, "message"), js(d, "rule"));
+        tk_strbuf_addf(&sb, "%s:%d:%d: %s: %s [%s]\n", tk_json_str(d, "file", "?"), tk_json_int(d, "line", 0), tk_json_int(d, "column", 0), tk_json_str(d, "severity", "?"),
+                       tk_json_str(d, "message", "?"), tk_json_str(d, "rule", "?"));
     }
     tk_strbuf_addf(&sb, "%d ops, %d kernels, %d unresolved, %d diagnostics (%zu files, %zu from cache)\n", nops,
                    cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(a->doc, "kernels")), nunres, ndiag, a->stats.files,

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "internal.h"
 #include <tk/error.h>
 
@@ -60,25 +61,13 @@ static const char *describe(const char *kind, int size)
     return "value";
 }
 
-static const char *js(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static int ji(const cJSON *o, const char *k, int dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valueint : dflt;
-}
-
 void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef,
                      const char *op_name, const char *schema)
 {
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(launch, "args");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(kdef, "params");
     int na = cJSON_GetArraySize(args), np = cJSON_GetArraySize(params);
-    int line = ji(launch, "line", 0), col = ji(launch, "col", 1), ecol = ji(launch, "ecol", 0);
+    int line = tk_json_int(launch, "line", 0), col = tk_json_int(launch, "col", 1), ecol = tk_json_int(launch, "ecol", 0);
     if (na != np) {
         tk_diag_add(diags, file, line, col, ecol, "error", "tk-arg-mismatch",
                     "tk_wrap passes %d argument%s to kernel '%s', which takes %d", na, na == 1 ? "" : "s", kernel, np);
@@ -90,9 +79,9 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
     const cJSON *writes = cJSON_GetObjectItemCaseSensitive(kdef, "writes");
     for (int i = 0; i < na; i++) {
         const cJSON *a = cJSON_GetArrayItem(args, i), *p = cJSON_GetArrayItem(params, i);
-        const char *ak = js(a, "kind"), *pk = js(p, "kind");
-        int as = ji(a, "size", 0), ps = ji(p, "size", 0);
-        int aline = ji(a, "line", line), acol = ji(a, "col", col), aecol = ji(a, "ecol", 0);
+        const char *ak = tk_json_str(a, "kind", ""), *pk = tk_json_str(p, "kind", "");
+        int as = tk_json_int(a, "size", 0), ps = tk_json_int(p, "size", 0);
+        int aline = tk_json_int(a, "line", line), acol = tk_json_int(a, "col", col), aecol = tk_json_int(a, "ecol", 0);
         int a_ptr = !strcmp(ak, "tensor") || !strcmp(ak, "ptr"), p_ptr = !strcmp(pk, "ptr");
         int a_int = !strcmp(ak, "int") || !strcmp(ak, "uint"), p_int = !strcmp(pk, "int") || !strcmp(pk, "uint");
         int a_flt = !strcmp(ak, "float"), p_flt = !strcmp(pk, "float");
@@ -106,7 +95,7 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
         if (bad)
             tk_diag_add(diags, file, aline, acol, aecol, "error", "tk-arg-mismatch",
                         "argument %d of tk_wrap is a %s, but parameter '%s' of kernel '%s' is '%s'%s", i + 1,
-                        describe(ak, as), js(p, "name"), kernel, js(p, "type"),
+                        describe(ak, as), tk_json_str(p, "name", ""), kernel, tk_json_str(p, "type", ""),
                         p_ptr && !a_ptr ? " (pass a tensor)" : "");
         /* a kernel writing through a parameter that receives an input the schema keeps constant */
         const cJSON *in = cJSON_GetObjectItemCaseSensitive(a, "in");
@@ -118,7 +107,7 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
                 tk_diag_add(diags, file, aline, acol, aecol, "warning", "tk-undeclared-mutation",
                             "kernel '%s' writes through parameter '%s', which receives in[%d] of op '%s', but the "
                             "schema does not mark that input mutated (declare it 'Tensor(a!)')",
-                            kernel, js(p, "name"), in->valueint, op_name);
+                            kernel, tk_json_str(p, "name", ""), in->valueint, op_name);
                 break;
             }
         }

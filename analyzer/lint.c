@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jsonutil.h"
 #include "fsutil.h"
 #include "lint.h"
 #include "map.h"
@@ -386,18 +387,6 @@ static void src_release(src_cache *c)
 
 /* --- reading diagnostics ------------------------------------------------------------------ */
 
-static const char *dstr(const cJSON *d, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(d, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int dint(const cJSON *d, const char *k, int dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(d, k);
-    return cJSON_IsNumber(v) ? v->valueint : dflt;
-}
-
 /* A diagnostic's range, completed as the analyzer's contract says: a missing end is one
  * character after the start. */
 typedef struct range {
@@ -407,14 +396,14 @@ typedef struct range {
 static range range_of(const cJSON *d)
 {
     range r;
-    r.line = dint(d, "line", 1);
-    r.col = dint(d, "column", 1);
+    r.line = tk_json_int(d, "line", 1);
+    r.col = tk_json_int(d, "column", 1);
     if (r.line < 1)
         r.line = 1;
     if (r.col < 1)
         r.col = 1;
-    r.eline = dint(d, "end_line", r.line);
-    r.ecol = dint(d, "end_column", r.col + 1);
+    r.eline = tk_json_int(d, "end_line", r.line);
+    r.ecol = tk_json_int(d, "end_column", r.col + 1);
     if (r.eline < r.line || (r.eline == r.line && r.ecol <= r.col)) {
         r.eline = r.line;
         r.ecol = r.col + 1;
@@ -424,7 +413,7 @@ static range range_of(const cJSON *d)
 
 static int is_warning(const cJSON *d)
 {
-    const char *s = dstr(d, "severity");
+    const char *s = tk_json_str(d, "severity", NULL);
     return s && strcmp(s, "warning") == 0;
 }
 
@@ -479,7 +468,7 @@ static int nolint_covers(const char *s, size_t len, int kind, const char *rule)
 
 static int suppressed(src_cache *c, const cJSON *d, int *oom)
 {
-    const char *file = dstr(d, "file"), *rule = dstr(d, "rule");
+    const char *file = tk_json_str(d, "file", NULL), *rule = tk_json_str(d, "rule", NULL);
     if (!file)
         return 0;
     src_file *f = src_get(c, file);
@@ -515,7 +504,7 @@ int tk_lint_filter_unsaved(cJSON *doc, const char *checks, const tk_unsaved_file
     cJSON *d = diags->child;
     while (d && !oom) {
         cJSON *next = d->next;
-        const char *rule = dstr(d, "rule");
+        const char *rule = tk_json_str(d, "rule", NULL);
         if ((checks && !tk_lint_rule_enabled(checks, rule ? rule : "")) || suppressed(&c, d, &oom))
             cJSON_Delete(cJSON_DetachItemViaPointer(diags, d));
         d = next;
@@ -591,7 +580,7 @@ static int caret_line(tk_strbuf *sb, const char *s, size_t len, int col, int eco
 
 static int render_text(tk_strbuf *sb, src_cache *c, const cJSON *d, int color)
 {
-    const char *file = dstr(d, "file"), *rule = dstr(d, "rule"), *msg = dstr(d, "message");
+    const char *file = tk_json_str(d, "file", NULL), *rule = tk_json_str(d, "rule", NULL), *msg = tk_json_str(d, "message", NULL);
     int warn = is_warning(d);
     range r = range_of(d);
     int rc = 0;
@@ -774,7 +763,7 @@ static int occurrence(occurrences *o, const char *digest, unsigned *index)
 
 static int sarif_result(cJSON *results, src_cache *c, occurrences *occ, const cJSON *d)
 {
-    const char *file = dstr(d, "file"), *rule = dstr(d, "rule"), *msg = dstr(d, "message");
+    const char *file = tk_json_str(d, "file", NULL), *rule = tk_json_str(d, "rule", NULL), *msg = tk_json_str(d, "message", NULL);
     range r = range_of(d);
     int idx = rule_index(rule);
     tk_strbuf sb = TK_STRBUF_INIT;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "fsutil.h"
 #include "internal.h"
 #include <tk/error.h>
@@ -23,33 +24,21 @@ static void relativize(cJSON *item)
     }
 }
 
-static const char *sget(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : "";
-}
-
-static int iget(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valueint : 0;
-}
-
 /* Sort keys: name, file, line, column, then the remaining text fields. */
 static int compare(const void *pa, const void *pb)
 {
     const cJSON *a = *(const cJSON *const *)pa, *b = *(const cJSON *const *)pb;
-    int r = strcmp(sget(a, "name"), sget(b, "name"));
+    int r = strcmp(tk_json_str(a, "name", ""), tk_json_str(b, "name", ""));
     if (!r)
-        r = strcmp(sget(a, "file"), sget(b, "file"));
+        r = strcmp(tk_json_str(a, "file", ""), tk_json_str(b, "file", ""));
     if (!r)
-        r = iget(a, "line") - iget(b, "line");
+        r = tk_json_int(a, "line", 0) - tk_json_int(b, "line", 0);
     if (!r)
-        r = iget(a, "column") - iget(b, "column");
+        r = tk_json_int(a, "column", 0) - tk_json_int(b, "column", 0);
     if (!r)
-        r = strcmp(sget(a, "reason"), sget(b, "reason"));
+        r = strcmp(tk_json_str(a, "reason", ""), tk_json_str(b, "reason", ""));
     if (!r)
-        r = strcmp(sget(a, "message"), sget(b, "message"));
+        r = strcmp(tk_json_str(a, "message", ""), tk_json_str(b, "message", ""));
     return r;
 }
 

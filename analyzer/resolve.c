@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "fsutil.h"
 #include "internal.h"
 #include "strbuf.h"
@@ -487,12 +488,6 @@ static void add_kernel(opctx *c, const char *name, const frame *f)
         cJSON_AddItemToObject(c->kernels, name, via);
 }
 
-static int jint(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valueint : 0;
-}
-
 static void walk(opctx *c, frame *f);
 
 static void enter(opctx *c, frame *f, fninfo *callee, cJSON *args, int line)
@@ -522,7 +517,7 @@ static void walk(opctx *c, frame *f)
             snprintf(path + strlen(path), sizeof(path) - strlen(path), "%s%s", v == via->child ? "" : " -> ", v->valuestring);
         cJSON_Delete(via);
         const char *kernel = cJSON_GetObjectItemCaseSensitive(it, "kernel")->valuestring;
-        tk_diag_add(c->diags, f->file, jint(it, "line"), jint(it, "col"), jint(it, "ecol"), "error", "tk-raw-launch",
+        tk_diag_add(c->diags, f->file, tk_json_int(it, "line", 0), tk_json_int(it, "col", 0), tk_json_int(it, "ecol", 0), "error", "tk-raw-launch",
                     "%s%s%s launched with %s inside op '%s' (via %s): invisible to export and packaging; launch it with tk_wrap",
                     *kernel ? "kernel '" : "a kernel", kernel, *kernel ? "'" : "",
                     cJSON_GetObjectItemCaseSensitive(it, "kind")->valuestring, c->op->op, path);
@@ -531,7 +526,7 @@ static void walk(opctx *c, frame *f)
     {
         vset ks = {0};
         eval(c, cJSON_GetObjectItemCaseSensitive(it, "k"), f, &ks);
-        int lline = jint(it, "line"), lcol = jint(it, "col"), lecol = jint(it, "ecol");
+        int lline = tk_json_int(it, "line", 0), lcol = tk_json_int(it, "col", 0), lecol = tk_json_int(it, "ecol", 0);
         for (size_t i = 0; i < ks.n; i++) {
             value *v = &ks.v[i];
             if (v->kind == V_KERNEL) {
@@ -550,7 +545,7 @@ static void walk(opctx *c, frame *f)
                                   here ? lecol : 0, v->s);
             }
             else
-                add_unresolved(c, f->file, jint(it, "line"),
+                add_unresolved(c, f->file, tk_json_int(it, "line", 0),
                                v->kind == V_FUNC ? "unknown value: the kernel expression denotes a function, not a kernel handle"
                                                  : "unknown value: the kernel expression denotes a struct or table, not a kernel handle");
         }
@@ -562,30 +557,30 @@ static void walk(opctx *c, frame *f)
         for (size_t i = 0; i < fs.n; i++) {
             value *v = &fs.v[i];
             if (v->kind == V_UNKNOWN) {
-                add_unresolved(c, f->file, jint(it, "line"),
+                add_unresolved(c, f->file, tk_json_int(it, "line", 0),
                                arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s, NULL, 0));
                 continue;
             }
             fninfo *callee = v->kind == V_FUNC ? tk_map_get(&c->lk->fn_by_usr, v->s) : NULL;
             if (callee && callee->may_launch)
-                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), jint(it, "line"));
+                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), tk_json_int(it, "line", 0));
         }
     }
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "opcalls"))
     {
         cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
         if (!cJSON_IsString(name)) {
-            add_unresolved(c, f->file, jint(it, "line"), "unknown value: tk_call with an op name that is not a string literal");
+            add_unresolved(c, f->file, tk_json_int(it, "line", 0), "unknown value: tk_call with an op name that is not a string literal");
             continue;
         }
         fninfo *op = tk_map_get(&c->lk->op_by_name, name->valuestring);
         if (!op) {
-            add_unresolved(c, f->file, jint(it, "line"),
+            add_unresolved(c, f->file, tk_json_int(it, "line", 0),
                            arena_printf(c, "unknown value: op '%s' called through tk_call is not defined in the scanned sources",
                                         name->valuestring, NULL, 0));
             continue;
         }
-        enter(c, f, op, NULL, jint(it, "line"));
+        enter(c, f, op, NULL, tk_json_int(it, "line", 0));
     }
 }
 
@@ -746,7 +741,7 @@ static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
     cJSON_AddStringToObject(o, "name", op->op);
     cJSON_AddStringToObject(o, "function", op->name);
     cJSON_AddStringToObject(o, "file", op->file);
-    cJSON_AddNumberToObject(o, "line", jint(op->node, "line"));
+    cJSON_AddNumberToObject(o, "line", tk_json_int(op->node, "line", 0));
     cJSON_AddStringToObject(o, "schema", cJSON_GetObjectItemCaseSensitive(op->node, "schema")->valuestring);
     cJSON *ks = cJSON_AddArrayToObject(o, "kernels");
     cJSON *k;
@@ -757,7 +752,7 @@ static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
         cJSON *def = tk_map_get(&lk->kernel_by_name, k->string);
         const char *file = tk_map_get(&lk->kernel_file, k->string);
         cJSON_AddItemToObject(ko, "file", file ? cJSON_CreateString(file) : cJSON_CreateNull());
-        cJSON_AddItemToObject(ko, "line", def ? cJSON_CreateNumber(jint(def, "line")) : cJSON_CreateNull());
+        cJSON_AddItemToObject(ko, "line", def ? cJSON_CreateNumber(tk_json_int(def, "line", 0)) : cJSON_CreateNull());
         cJSON_AddItemToObject(ko, "via", cJSON_Duplicate(k, 1));
         cJSON_AddItemToArray(ks, ko);
     }
@@ -786,7 +781,7 @@ static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
 /* tk-bad-op-name, tk-bad-schema (syntax and arity against in[]/out[] use), tk-duplicate-op. */
 static void check_op(linker *lk, fninfo *op, cJSON *diags)
 {
-    int line = jint(op->node, "line"), col = jint(op->node, "col");
+    int line = tk_json_int(op->node, "line", 0), col = tk_json_int(op->node, "col", 0);
     if (!tk_op_name_valid(op->op))
         tk_diag_add(diags, op->file, line, col, 0, "error", "tk-bad-op-name",
                     "op name '%s' is not 'namespace::name' with identifier parts (e.g. 'mylib::silu')", op->op);
@@ -795,7 +790,7 @@ static void check_op(linker *lk, fninfo *op, cJSON *diags)
         char *rel = tk_path_relative_to_cwd(first->file);
         tk_diag_add(diags, op->file, line, col, 0, "error", "tk-duplicate-op",
                     "op '%s' is defined twice: here (function '%s') and at %s:%d (function '%s')", op->op, op->name,
-                    rel ? rel : first->file, jint(first->node, "line"), first->name);
+                    rel ? rel : first->file, tk_json_int(first->node, "line", 0), first->name);
         free(rel);
     }
     const char *schema = cJSON_GetObjectItemCaseSensitive(op->node, "schema")->valuestring;
@@ -806,7 +801,7 @@ static void check_op(linker *lk, fninfo *op, cJSON *diags)
                     schema, op->op, why);
         return;
     }
-    int in_max = jint(op->node, "in_max"), out_max = jint(op->node, "out_max");
+    int in_max = tk_json_int(op->node, "in_max", 0), out_max = tk_json_int(op->node, "out_max", 0);
     if (in_max >= sc.nargs)
         tk_diag_add(diags, op->file, line, col, 0, "error", "tk-bad-schema",
                     "op '%s' reads in[%d], but its schema '%s' declares %d argument%s", op->op, in_max, schema, sc.nargs,
@@ -878,8 +873,8 @@ static void check_tune(linker *lk, const char *file, const cJSON *t, cJSON *diag
     const char *key = cJSON_GetObjectItemCaseSensitive(t, "key")->valuestring;
     const char *params = cJSON_GetObjectItemCaseSensitive(t, "params")->valuestring;
     const cJSON *configs = cJSON_GetObjectItemCaseSensitive(t, "configs"), *c;
-    int line = jint(t, "line"), col = jint(t, "col"), nparams = 0;
-    int kline = jint(t, "key_line"), kcol = jint(t, "key_col"), pline = jint(t, "params_line"), pcol = jint(t, "params_col");
+    int line = tk_json_int(t, "line", 0), col = tk_json_int(t, "col", 0), nparams = 0;
+    int kline = tk_json_int(t, "key_line", 0), kcol = tk_json_int(t, "key_col", 0), pline = tk_json_int(t, "params_line", 0), pcol = tk_json_int(t, "params_col", 0);
     char names[8][64], copy[512];
     snprintf(copy, sizeof copy, "%s", params);
     for (char *tok = strtok(copy, " \t"); tok && nparams < 8; tok = strtok(NULL, " \t"))
@@ -904,7 +899,7 @@ static void check_tune(linker *lk, const char *file, const cJSON *t, cJSON *diag
                 ;
         }
         if (!ok || n != nparams)
-            tk_diag_add(diags, file, jint(c, "line"), jint(c, "col"), 0, "error", "tk-bad-autotune",
+            tk_diag_add(diags, file, tk_json_int(c, "line", 0), tk_json_int(c, "col", 0), 0, "error", "tk-bad-autotune",
                         "TK_AUTOTUNE of '%s': configuration \"%s\" is not %d integer%s (one per parameter of \"%s\")",
                         kernel, text, nparams, nparams == 1 ? "" : "s", params);
     }
@@ -974,7 +969,7 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
             cJSON *ko = cJSON_CreateObject();
             cJSON_AddStringToObject(ko, "name", cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring);
             cJSON_AddStringToObject(ko, "file", file);
-            cJSON_AddNumberToObject(ko, "line", jint(it, "line"));
+            cJSON_AddNumberToObject(ko, "line", tk_json_int(it, "line", 0));
             cJSON *params = cJSON_AddArrayToObject(ko, "params"), *pi;
             cJSON_ArrayForEach(pi, cJSON_GetObjectItemCaseSensitive(it, "params"))
             {
@@ -990,10 +985,10 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
             cJSON *d = cJSON_CreateObject();
             cJSON *f = cJSON_GetObjectItemCaseSensitive(it, "file");
             cJSON_AddItemToObject(d, "file", cJSON_Duplicate(f, 0));
-            cJSON_AddNumberToObject(d, "line", jint(it, "line"));
-            cJSON_AddNumberToObject(d, "column", jint(it, "col"));
-            cJSON_AddNumberToObject(d, "end_line", jint(it, "line"));
-            cJSON_AddNumberToObject(d, "end_column", jint(it, "col") + 1);
+            cJSON_AddNumberToObject(d, "line", tk_json_int(it, "line", 0));
+            cJSON_AddNumberToObject(d, "column", tk_json_int(it, "col", 0));
+            cJSON_AddNumberToObject(d, "end_line", tk_json_int(it, "line", 0));
+            cJSON_AddNumberToObject(d, "end_column", tk_json_int(it, "col", 0) + 1);
             cJSON_AddItemToObject(d, "severity", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "severity"), 0));
             cJSON_AddItemToObject(d, "rule", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "rule"), 0));
             cJSON_AddItemToObject(d, "message", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "message"), 0));

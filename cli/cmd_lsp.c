@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "jsonutil.h"
 #include "analyzer.h"
 #include "cli.h"
 #include "fsutil.h"
@@ -392,22 +393,10 @@ static void schedule_lint(server *s)
     s->deadline.tv_nsec = ns % 1000000000L;
 }
 
-static const char *str_at(const cJSON *o, const char *k)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
-static int int_at(const cJSON *o, const char *k, int dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-    return cJSON_IsNumber(v) ? v->valueint : dflt;
-}
-
 static void did_open(server *s, const cJSON *params)
 {
     const cJSON *td = cJSON_GetObjectItemCaseSensitive(params, "textDocument");
-    const char *uri = str_at(td, "uri"), *text = str_at(td, "text");
+    const char *uri = tk_json_str(td, "uri", NULL), *text = tk_json_str(td, "text", NULL);
     char *path = uri ? uri_to_path(uri) : NULL;
     if (!path || !text) {
         lsp_log("didOpen: %s", !uri || !text ? "no textDocument.uri or .text" : "not a file: URI, ignored");
@@ -434,7 +423,7 @@ static void did_open(server *s, const cJSON *params)
 
 static void did_change(server *s, const cJSON *params)
 {
-    const char *uri = str_at(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "uri");
+    const char *uri = tk_json_str(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "uri", NULL);
     doc *d = uri ? find_doc_uri(s, uri) : NULL;
     if (!d) {
         lsp_log("didChange: '%s' is not open, ignored", uri ? uri : "(no uri)");
@@ -443,7 +432,7 @@ static void did_change(server *s, const cJSON *params)
     const cJSON *ch;
     cJSON_ArrayForEach(ch, cJSON_GetObjectItemCaseSensitive(params, "contentChanges"))
     {
-        const char *text = str_at(ch, "text");
+        const char *text = tk_json_str(ch, "text", NULL);
         const cJSON *range = cJSON_GetObjectItemCaseSensitive(ch, "range");
         if (!text)
             continue;
@@ -453,8 +442,8 @@ static void did_change(server *s, const cJSON *params)
         }
         /* we ask for full sync, but a range edit is cheap to honour */
         const cJSON *a = cJSON_GetObjectItemCaseSensitive(range, "start"), *b = cJSON_GetObjectItemCaseSensitive(range, "end");
-        size_t from = byte_offset(d->text, d->len, int_at(a, "line", 0), int_at(a, "character", 0));
-        size_t to = byte_offset(d->text, d->len, int_at(b, "line", 0), int_at(b, "character", 0));
+        size_t from = byte_offset(d->text, d->len, tk_json_int(a, "line", 0), tk_json_int(a, "character", 0));
+        size_t to = byte_offset(d->text, d->len, tk_json_int(b, "line", 0), tk_json_int(b, "character", 0));
         if (to < from)
             to = from;
         size_t tl = strlen(text), n = d->len - (to - from) + tl;
@@ -474,7 +463,7 @@ static void unpublish_path(server *s, const char *real);
 
 static void did_close(server *s, const cJSON *params)
 {
-    const char *uri = str_at(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "uri");
+    const char *uri = tk_json_str(cJSON_GetObjectItemCaseSensitive(params, "textDocument"), "uri", NULL);
     doc *d = uri ? find_doc_uri(s, uri) : NULL;
     if (!d) {
         lsp_log("didClose: '%s' is not open, ignored", uri ? uri : "(no uri)");
@@ -528,8 +517,8 @@ typedef struct file_diags {
 
 static cJSON *to_lsp(const cJSON *d, const char *text, size_t len)
 {
-    int line = int_at(d, "line", 1), col = int_at(d, "column", 1);
-    int eline = int_at(d, "end_line", line), ecol = int_at(d, "end_column", col + 1);
+    int line = tk_json_int(d, "line", 1), col = tk_json_int(d, "column", 1);
+    int eline = tk_json_int(d, "end_line", line), ecol = tk_json_int(d, "end_column", col + 1);
     if (line < 1)
         line = 1;
     if (eline < line || (eline == line && ecol < col)) {
@@ -543,13 +532,13 @@ static cJSON *to_lsp(const cJSON *d, const char *text, size_t len)
     cJSON_AddNumberToObject(a, "character", lsp_character(text, len, line, col));
     cJSON_AddNumberToObject(b, "line", eline - 1);
     cJSON_AddNumberToObject(b, "character", lsp_character(text, len, eline, ecol));
-    const char *sev = str_at(d, "severity");
+    const char *sev = tk_json_str(d, "severity", NULL);
     cJSON_AddNumberToObject(r, "severity", sev && !strcmp(sev, "error") ? 1 : sev && !strcmp(sev, "warning") ? 2 : 3);
-    const char *rule = str_at(d, "rule");
+    const char *rule = tk_json_str(d, "rule", NULL);
     if (rule)
         cJSON_AddStringToObject(r, "code", rule);
     cJSON_AddStringToObject(r, "source", "tkexport");
-    const char *msg = str_at(d, "message");
+    const char *msg = tk_json_str(d, "message", NULL);
     cJSON_AddStringToObject(r, "message", msg ? msg : "");
     return r;
 }
@@ -564,7 +553,7 @@ static file_diags *group_by_file(server *s, const cJSON *doc_json, size_t *n)
     const cJSON *d;
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(doc_json, "diagnostics"))
     {
-        const char *f = str_at(d, "file");
+        const char *f = tk_json_str(d, "file", NULL);
         if (!f)
             continue; /* nowhere to show it (a finding without a file) */
         tk_strbuf abs = TK_STRBUF_INIT;
@@ -804,13 +793,13 @@ static void initialize(server *s, const cJSON *id, const cJSON *params)
     const cJSON *pid = cJSON_GetObjectItemCaseSensitive(params, "processId");
     if (cJSON_IsNumber(pid) && pid->valuedouble > 0 && pid->valuedouble < 1e9)
         s->client_pid = (long)pid->valuedouble;
-    const char *uri = str_at(params, "rootUri");
+    const char *uri = tk_json_str(params, "rootUri", NULL);
     char *root = uri ? uri_to_path(uri) : NULL;
-    if (!root && str_at(params, "rootPath"))
-        root = xstrdup(str_at(params, "rootPath"));
+    if (!root && tk_json_str(params, "rootPath", NULL))
+        root = xstrdup(tk_json_str(params, "rootPath", NULL));
     if (!root) {
         const cJSON *wf = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(params, "workspaceFolders"), 0);
-        if ((uri = str_at(wf, "uri")))
+        if ((uri = tk_json_str(wf, "uri", NULL)))
             root = uri_to_path(uri);
     }
     /* Diagnostics name files relative to the current directory: make it the workspace. */
@@ -847,7 +836,7 @@ static int handle(server *s, const cJSON *msg)
         return -1;
     }
     const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "id");
-    const char *method = str_at(msg, "method");
+    const char *method = tk_json_str(msg, "method", NULL);
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(msg, "params");
     if (id && !cJSON_IsNumber(id) && !cJSON_IsString(id)) {
         lsp_log("a message whose id is neither a number nor a string, skipped");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "exporter.h"
 #include "fsutil.h"
 #include "map.h"
@@ -133,17 +134,11 @@ static const cJSON *find_op(const cJSON *ops, const char *name)
     return NULL;
 }
 
-static const char *json_str(const cJSON *obj, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
-}
-
 /* Fills op from the analyzer's entry a and adds its files to fs. */
 static int complete_op(tk_program_model *m, tk_pm_op *op, const cJSON *a, fileset *fs)
 {
     char note[1024];
-    const char *fn = json_str(a, "function"), *file = json_str(a, "file");
+    const char *fn = tk_json_str(a, "function", NULL), *file = tk_json_str(a, "file", NULL);
     const cJSON *kernels = cJSON_GetObjectItemCaseSensitive(a, "kernels");
     const cJSON *unresolved = cJSON_GetObjectItemCaseSensitive(a, "unresolved");
     int rc;
@@ -166,7 +161,7 @@ static int complete_op(tk_program_model *m, tk_pm_op *op, const cJSON *a, filese
     const cJSON *k;
     cJSON_ArrayForEach(k, kernels)
     {
-        const char *kname = json_str(k, "name"), *kfile = json_str(k, "file");
+        const char *kname = tk_json_str(k, "name", NULL), *kfile = tk_json_str(k, "file", NULL);
         if (!kname)
             continue;
         if (!(op->kernels[op->nkernels++] = tk_pm_strdup(m, kname)))
@@ -185,7 +180,7 @@ static int complete_op(tk_program_model *m, tk_pm_op *op, const cJSON *a, filese
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(a, "reached"))
     {
-        const char *rfile = json_str(r, "file");
+        const char *rfile = tk_json_str(r, "file", NULL);
         if (rfile && (rc = fileset_add(fs, rfile)) < 0)
             return rc;
     }
@@ -193,7 +188,7 @@ static int complete_op(tk_program_model *m, tk_pm_op *op, const cJSON *a, filese
     cJSON_ArrayForEach(u, unresolved)
     {
         const cJSON *line = cJSON_GetObjectItemCaseSensitive(u, "line");
-        const char *ufile = json_str(u, "file"), *why = json_str(u, "reason");
+        const char *ufile = tk_json_str(u, "file", NULL), *why = tk_json_str(u, "reason", NULL);
         snprintf(note, sizeof note, "op '%s' has a launch the analyzer could not resolve at %s:%d (%s)", op->name,
                  ufile ? ufile : "?", cJSON_IsNumber(line) ? line->valueint : 0, why ? why : "?");
         if (tk_pm_add_note(m, note))
@@ -208,7 +203,7 @@ static int check_parse_errors(const tk_program_model *m, const cJSON *doc, const
 {
     const cJSON *d;
     cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(doc, "diagnostics")) {
-        const char *rule = json_str(d, "rule"), *sev = json_str(d, "severity"), *file = json_str(d, "file");
+        const char *rule = tk_json_str(d, "rule", NULL), *sev = tk_json_str(d, "severity", NULL), *file = tk_json_str(d, "file", NULL);
         if (!rule || strcmp(rule, "tk-parse-error") || !sev || strcmp(sev, "error") || !file)
             continue;
         char real[PATH_MAX], other[PATH_MAX];
@@ -218,7 +213,7 @@ static int check_parse_errors(const tk_program_model *m, const cJSON *doc, const
             if (!realpath(fs->paths[i], other) || strcmp(real, other))
                 continue;
             const cJSON *line = cJSON_GetObjectItemCaseSensitive(d, "line"), *col = cJSON_GetObjectItemCaseSensitive(d, "column");
-            const char *msg = json_str(d, "message");
+            const char *msg = tk_json_str(d, "message", NULL);
             return tk_error_set(TK_EINVAL, "cannot export '%s': %s:%d:%d does not parse: %s (the program needs this "
                                 "file; its kernels would not compile)", m->name, file,
                                 cJSON_IsNumber(line) ? line->valueint : 0, cJSON_IsNumber(col) ? col->valueint : 0,

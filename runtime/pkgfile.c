@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "fsutil.h"
 #include "pkgfile.h"
 #include "rt_internal.h"
@@ -651,12 +652,6 @@ static int check_program(reader *r)
 /* --- the signature --------------------------------------------------------------------------- */
 
 /* A string member of manifest.sig, or NULL. */
-static const char *sig_str(const cJSON *doc, const char *key)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(doc, key);
-    return cJSON_IsString(v) && v->valuestring ? v->valuestring : NULL;
-}
-
 /* manifest.sig: parsed, its signature of TK_TKPKG_SIG_DOMAIN + manifest.json verified, the signer
  * recorded in the file and checked against the trusted keys. Nothing of manifest.json has been
  * parsed yet. */
@@ -671,8 +666,8 @@ static int check_signature(reader *r, const unsigned char *manifest, size_t mlen
     tk_sign_public pub;
     tk_trust trust = {0};
     int rc = 0;
-    const char *fmt = sig_str(doc, "format"), *alg = sig_str(doc, "algorithm");
-    const char *key = sig_str(doc, "public_key"), *sigtext = sig_str(doc, "signature");
+    const char *fmt = tk_json_str(doc, "format", NULL), *alg = tk_json_str(doc, "algorithm", NULL);
+    const char *key = tk_json_str(doc, "public_key", NULL), *sigtext = tk_json_str(doc, "signature", NULL);
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(doc, "version");
     if (!cJSON_IsObject(doc)) {
         rc = bad(r, "manifest.sig is malformed: not a JSON object");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonutil.h"
 #include "progmodel.h"
 #include "rt_internal.h"
 #include "strbuf.h"
@@ -262,27 +263,24 @@ static const cJSON *field(const cJSON *obj, const char *key)
     return cJSON_GetObjectItemCaseSensitive(obj, key);
 }
 
+/* "ORIGIN: program.json: WHERE", the place a checked accessor names */
+static const char *place(const jr *r, const char *where, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s: program.json: %s", r->origin, where);
+    return buf;
+}
+
 static int get_int(const jr *r, const cJSON *obj, const char *key, int64_t lo, int64_t hi, int64_t *out,
                    const char *where)
 {
-    const cJSON *v = field(obj, key);
-    if (!cJSON_IsNumber(v))
-        return bad(r, "%s: '%s' is missing or not a number", where, key);
-    double d = v->valuedouble;
-    if (d != floor(d) || d < (double)lo || d > (double)hi)
-        return bad(r, "%s: '%s' is %g, expected a whole number in [%lld, %lld]", where, key, d, (long long)lo,
-                   (long long)hi);
-    *out = (int64_t)d;
-    return 0;
+    char at[512];
+    return tk_json_need_int(obj, key, place(r, where, at, sizeof at), lo, hi, out);
 }
 
 static int get_str(const jr *r, const cJSON *obj, const char *key, const char **out, const char *where)
 {
-    const cJSON *v = field(obj, key);
-    if (!cJSON_IsString(v) || !v->valuestring)
-        return bad(r, "%s: '%s' is missing or not a string", where, key);
-    *out = v->valuestring;
-    return 0;
+    char at[512];
+    return tk_json_need_str(obj, key, place(r, where, at, sizeof at), out);
 }
 
 static int get_array(const jr *r, const cJSON *obj, const char *key, const cJSON **out, const char *where)

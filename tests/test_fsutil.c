@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "fsutil.h"
+#include "jsonutil.h"
 
 static void make_file(const char *dir, const char *name)
 {
@@ -137,11 +138,40 @@ static void remove_tree__removes_links_not_what_they_point_to(void **state)
     assert_int_equal(tk_remove_tree(keep), 0);
 }
 
+/* common/jsonutil.c: defaults for the lenient accessors, one-line errors naming the place, the key
+ * and the type for the checked ones. */
+static void json__accessors_check_types(void **state)
+{
+    (void)state;
+    cJSON *o = cJSON_Parse("{\"s\": \"text\", \"n\": 12, \"f\": 1.5, \"a\": [1]}");
+    assert_non_null(o);
+    assert_string_equal(tk_json_str(o, "s", NULL), "text");
+    assert_null(tk_json_str(o, "n", NULL));
+    assert_string_equal(tk_json_str(NULL, "s", "?"), "?");
+    assert_int_equal(tk_json_int(o, "n", -1), 12);
+    assert_int_equal(tk_json_int(o, "s", -1), -1);
+    const char *str = NULL;
+    int64_t v = 0;
+    assert_int_equal(tk_json_need_str(o, "s", "here", &str), 0);
+    assert_string_equal(str, "text");
+    assert_int_equal(tk_json_need_str(o, "a", "file.json: ops[0]", &str), TK_EFORMAT);
+    assert_string_equal(tk_error_last(), "file.json: ops[0]: \"a\" is an array (expected a string)");
+    assert_int_equal(tk_json_need_int(o, "n", "here", 0, 100, &v), 0);
+    assert_int_equal(v, 12);
+    assert_int_equal(tk_json_need_int(o, "f", "here", 0, 100, &v), TK_EFORMAT);
+    assert_string_equal(tk_error_last(), "here: \"f\" is 1.5 (expected a whole number in [0, 100])");
+    assert_int_equal(tk_json_need_int(o, "n", "here", 0, 10, &v), TK_EFORMAT);
+    assert_int_equal(tk_json_need_int(o, "missing", "here", 0, 10, &v), TK_EFORMAT);
+    assert_string_equal(tk_error_last(), "here: \"missing\" is missing (expected a whole number in [0, 10])");
+    cJSON_Delete(o);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(walk__regular_files_in_name_order_and_nothing_else),
         cmocka_unit_test(remove_tree__removes_links_not_what_they_point_to),
+        cmocka_unit_test(json__accessors_check_types),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
