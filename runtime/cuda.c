@@ -104,6 +104,7 @@ static void load(void)
     SYM(GraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 0)
     SYM(GraphLaunch, "cuGraphLaunch", 0)
     SYM(GraphExecDestroy, "cuGraphExecDestroy", 0)
+    SYM(GraphUpload, "cuGraphUpload", 0)
     SYM(GraphDestroy, "cuGraphDestroy", 0)
 #undef SYM
 
@@ -425,6 +426,10 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
         goto done;
     TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
     *exec = (void *)ge;
+    /* the graph's device-side state made now, so its first launch costs what later ones do (the
+       capture thread makes graphs ahead of the requests that launch them) */
+    if (cuGraphUpload && cuGraphUpload(ge, ctx->cuda->stream) == CUDA_SUCCESS)
+        cuStreamSynchronize(ctx->cuda->stream);
 done:
     if (graph)
         cuGraphDestroy(graph);

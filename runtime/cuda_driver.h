@@ -57,6 +57,7 @@ typedef struct tk_cu_api {
     PFN_cuGraphLaunch_v10000 GraphLaunch;
     PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
     PFN_cuGraphDestroy_v10000 GraphDestroy;
+    PFN_cuGraphUpload_v11010 GraphUpload; /* NULL: a graph is uploaded at its first launch */
 } tk_cu_api;
 
 /* Filled by tk_cu_load; read-only afterwards. */
@@ -99,6 +100,7 @@ extern tk_cu_api tk_cu;
 #define cuGraphLaunch tk_cu.GraphLaunch
 #define cuGraphExecDestroy tk_cu.GraphExecDestroy
 #define cuGraphDestroy tk_cu.GraphDestroy
+#define cuGraphUpload tk_cu.GraphUpload
 
 /* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
  * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */
