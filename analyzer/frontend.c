@@ -822,6 +822,26 @@ static enum CXChildVisitResult kernel_writes(CXCursor c, CXCursor parent, CXClie
         get_expr_kids(c, &ks);
         if (ks.n == 2)
             target = ks.c[0];
+    } else if (k == CXCursor_CallExpr) {
+        /* C++ element types (__nv_bfloat16, __half...) assign through operator=, operator+=,
+           operator++: the call's first operand after the operator itself is what is written */
+        CXString sp = clang_getCursorSpelling(c);
+        const char *name = clang_getCString(sp);
+        int assigns = name && !strncmp(name, "operator", 8) &&
+                      (!strcmp(name + 8, "=") || !strcmp(name + 8, "+=") || !strcmp(name + 8, "-=") ||
+                       !strcmp(name + 8, "*=") || !strcmp(name + 8, "/=") || !strcmp(name + 8, "++") ||
+                       !strcmp(name + 8, "--"));
+        clang_disposeString(sp);
+        if (assigns) {
+            get_expr_kids(c, &ks);
+            for (int i = 0; i < ks.n && clang_Cursor_isNull(target); i++) {
+                CXString ksp = clang_getCursorSpelling(ks.c[i]);
+                const char *kn = clang_getCString(ksp);
+                if (!(kn && !strncmp(kn, "operator", 8)))
+                    target = ks.c[i];
+                clang_disposeString(ksp);
+            }
+        }
     } else if (k == CXCursor_UnaryOperator) {
         enum CXUnaryOperatorKind op = clang_getCursorUnaryOperatorKind(c);
         if (op == CXUnaryOperator_PostInc || op == CXUnaryOperator_PostDec || op == CXUnaryOperator_PreInc ||

@@ -814,6 +814,30 @@ static const struct {
 };
 #define N_DEFECTS (sizeof(k_defects) / sizeof(k_defects[0]))
 
+/* tk-undeclared-mutation through any element type: kernels over __nv_bfloat16 and __half write
+ * through operator= and operator+= (calls, not C assignments); both are found, the kernel that
+ * only reads its half input is not. */
+static void e2e__undeclared_mutation_through_bf16_and_half(void **state) {
+    (void)state;
+    cJSON *doc = lint_run("elemtypes");
+    char rules[512];
+    rules_csv(doc, rules, sizeof rules);
+    if (strcmp(rules, "tk-undeclared-mutation,tk-undeclared-mutation")) {
+        print_diags(doc);
+        fail_msg("rules: %s", rules);
+    }
+    const int want[] = {tk_line_of("elemtypes/op.c", "kb, TK_DIM3"), tk_line_of("elemtypes/op.c", "kh, TK_DIM3")};
+    const char *kernels[] = {"kernel 'kb' writes through parameter 'y'", "kernel 'kh' writes through parameter 'x'"};
+    const cJSON *d;
+    int i = 0;
+    cJSON_ArrayForEach(d, diags_of(doc)) {
+        assert_int_equal(int_of(d, "line"), want[i]);
+        assert_non_null(strstr(str_of(d, "message"), kernels[i]));
+        i++;
+    }
+    cJSON_Delete(doc);
+}
+
 /* tk-bad-autotune's other findings, each under the argument at fault. */
 static void e2e__autotune_declarations_are_checked_against_the_kernel(void **state) {
     (void)state;
@@ -1055,6 +1079,7 @@ int main(void) {
         TK_TEST(sarif__columns_count_utf16_units_and_uris_are_encoded),
         TK_TEST(e2e__defects_yield_exactly_one_finding_per_rule),
         TK_TEST(e2e__autotune_declarations_are_checked_against_the_kernel),
+        TK_TEST(e2e__undeclared_mutation_through_bf16_and_half),
         TK_TEST(e2e__defects_show_the_same_findings_in_all_three_formats),
         TK_TEST(e2e__checks_select_findings_on_defects),
         TK_TEST(e2e__clean_near_misses_yield_nothing_but_suppressed_findings),
