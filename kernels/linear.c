@@ -1,5 +1,6 @@
 /* tk::linear, PyTorch's nn.Linear: y = x W^T + b on cuBLASLt (f32 accumulation, the bias added
- * by the matmul's epilogue) for f32, f16 and bf16, and its CPU reference. */
+ * by the matmul's epilogue) for f32, f16 and bf16, and its CPU reference. The bias is optional
+ * (nn.Linear(bias=False)): absent, the epilogue adds nothing. */
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,7 +46,7 @@ static int linear_check_kinds(tk_tensor *const *in)
     if (dtype != TK_F32 && dtype != TK_F16 && dtype != TK_BF16)
         return tk_error_set(TK_EUNSUPPORTED, "op 'tk::linear' does not support dtype '%s' (expected f32, f16 or bf16)",
                             tk_dtype_name(dtype));
-    if (tk_tensor_dtype(w) != dtype || tk_tensor_dtype(b) != dtype)
+    if (tk_tensor_dtype(w) != dtype || (b && tk_tensor_dtype(b) != dtype))
         return tk_error_set(TK_EINVAL, "op 'tk::linear': x is %s, weight %s and bias %s (they must share a dtype)",
                             tk_dtype_name(dtype), tk_dtype_name(tk_tensor_dtype(w)), tk_dtype_name(tk_tensor_dtype(b)));
     if (tk_tensor_rank(x) < 1)
@@ -54,7 +55,7 @@ static int linear_check_kinds(tk_tensor *const *in)
         format_shape(sw, sizeof sw, w);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s, expected [out_features, in_features]", sw);
     }
-    if (tk_tensor_rank(b) != 1) {
+    if (b && tk_tensor_rank(b) != 1) {
         tk_strbuf n = TK_STRBUF_INIT;
         tk_sym_print(tk_tensor_sym(w, 0), &n);
         format_shape(sb, sizeof sb, b);
@@ -75,7 +76,8 @@ static int linear_check_dims(tk_ctx *ctx, tk_tensor *const *in)
     const tk_tensor *x = in[0], *w = in[1], *b = in[2];
     char sx[160], sw[160], sb[160], what[64];
     int err, rank = tk_tensor_rank(x);
-    tk_sym K = tk_tensor_sym(x, -1), wK = tk_tensor_sym(w, 1), N = tk_tensor_sym(w, 0), bN = tk_tensor_sym(b, 0);
+    tk_sym K = tk_tensor_sym(x, -1), wK = tk_tensor_sym(w, 1), N = tk_tensor_sym(w, 0);
+    tk_sym bN = b ? tk_tensor_sym(b, 0) : N; /* no bias: nothing to agree with */
     int constant = tk_sym_is_const(K) && tk_sym_is_const(wK) && tk_sym_is_const(N) && tk_sym_is_const(bN);
     if (tk_sym_is_const(K) && tk_sym_is_const(wK) && K.value != wK.value) {
         format_shape(sw, sizeof sw, w);
@@ -203,7 +205,7 @@ static int linear_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
     if (err)
         return err;
     return tk_ref_linear(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), tk_tensor_data(in[1]),
-                         tk_tensor_data(in[2]), tk_tensor_data(out[0]), M, K, N);
+                         in[2] ? tk_tensor_data(in[2]) : NULL, tk_tensor_data(out[0]), M, K, N);
 }
 
 /* --- cuBLASLt ----------------------------------------------------------------------------
@@ -468,14 +470,14 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     tk_tensor *bias_copy = NULL;
     tk_lt_entry *entry = NULL;
     tk_lt_plan *plan = NULL, *uncached = NULL;
-    const void *x = tk_tensor_data(in[0]), *w = tk_tensor_data(in[1]), *bias = tk_tensor_data(in[2]);
+    const void *x = tk_tensor_data(in[0]), *w = tk_tensor_data(in[1]), *bias = in[2] ? tk_tensor_data(in[2]) : NULL;
     void *y = tk_tensor_data(out[0]);
     lt_problem pb;
     pb.dtype = tk_tensor_dtype(in[0]);
     /* The bias epilogue reads the bias in vectors, and no preference tells cuBLASLt otherwise
      * (Marian NMT's cuBLASLt code found it needs 8 to 16 bytes): a bias that is not 16-byte
      * aligned, only possible in a wrapped tensor, is copied (N elements) to a fresh allocation. */
-    if (ptr_alignment(bias) < 16) {
+    if (bias && ptr_alignment(bias) < 16) {
         if ((rc = tk_tensor_new(&bias_copy, ctx, tk_ctx_device(ctx), pb.dtype, 1, &N)) ||
             (rc = tk_tensor_copy(ctx, bias_copy, in[2])))
             goto done;
@@ -484,7 +486,7 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     pb.type = pb.dtype == TK_F32 ? CUDA_R_32F : pb.dtype == TK_F16 ? CUDA_R_16F : CUDA_R_16BF;
     pb.M = M, pb.K = K, pb.N = N;
     pb.align_a = ptr_alignment(w), pb.align_b = ptr_alignment(x), pb.align_d = ptr_alignment(y);
-    pb.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    pb.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     pb.key = (tk_lt_key){.kind = PLAN_EXACT, .m = M, .n = N, .k = K, .dtype = pb.dtype, .epilogue = pb.epilogue,
                          .align = log2_of(pb.align_a) | log2_of(pb.align_b) << 8 | log2_of(pb.align_d) << 16,
                          .workspace = (int64_t)lt.local->workspace_size};
@@ -540,12 +542,13 @@ static int linear_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *
     double M = (double)tk_numel(in[0]) / (double)tk_tensor_dim(in[0], -1), K = (double)tk_tensor_dim(in[0], -1);
     double N = (double)tk_tensor_dim(in[1], 0), size = (double)tk_dtype_size(tk_tensor_dtype(in[0]));
     (void)out;
-    cost->flops = 2.0 * M * N * K + M * N;
-    cost->bytes = (M * K + N * K + N + M * N) * size;
+    double bias = in[2] ? 1.0 : 0.0;
+    cost->flops = 2.0 * M * N * K + bias * M * N;
+    cost->bytes = (M * K + N * K + bias * N + M * N) * size;
     return 0;
 }
 
-TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor bias) -> Tensor",
+TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
       .meta = linear_meta, .cpu = linear_cpu, .cost = linear_cost)
 {
     int64_t M, K, N;

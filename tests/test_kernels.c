@@ -309,6 +309,30 @@ static void ref__linear_matches_a_hand_computed_2x3_example(void **state)
     }
 }
 
+/* nn.Linear(bias=False): the bias left out (NULL, or not passed at all) adds nothing; the same
+ * 2x3 example without b: y[0] = (1 - 3, .5 + 1 + 1.5) = (-2, 3), y[1] = (4 - 6, 2 + 2.5 + 3) = (-2, 7.5). */
+static void ref__linear_without_bias(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t xs[] = {2, 3}, ws[] = {2, 3};
+    const float x[] = {1, 2, 3, 4, 5, 6}, w[] = {1, 0, -1, 0.5f, 0.5f, 0.5f};
+    const float want[] = {-2, 3, -2, 7.5f};
+    const tk_dtype dtypes[] = {TK_F32, TK_F16, TK_BF16};
+    for (size_t d = 0; d < 3; d++) {
+        tk_tensor *tx = tensor_of(dtypes[d], 2, xs, x), *tw = tensor_of(dtypes[d], 2, ws, w);
+        tk_tensor *ys[2] = {tk_linear(ctx, tx, tw, NULL), tk_call(ctx, "tk::linear", tx, tw)};
+        for (int k = 0; k < 2; k++) {
+            assert_non_null(ys[k]);
+            assert_int_equal(tk_tensor_dim(ys[k], 1), 2);
+            for (int64_t i = 0; i < 4; i++)
+                assert_true(value_at(ys[k], i) == want[i]);
+            tk_tensor_free(ys[k]);
+        }
+        tk_tensor_free(tx);
+        tk_tensor_free(tw);
+    }
+}
+
 /* nn.Linear accepts [..., in]: leading dimensions are kept. */
 static void ref__linear_keeps_leading_dimensions(void **state)
 {
@@ -356,7 +380,7 @@ static void ops__builtins_are_registered_with_their_schemas(void **state)
     }
     const tk_op_def *lin = tk_op_find("tk::linear");
     assert_non_null(lin);
-    assert_string_equal(lin->schema, "(Tensor x, Tensor weight, Tensor bias) -> Tensor");
+    assert_string_equal(lin->schema, "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor");
     assert_non_null(lin->cpu);
 }
 
@@ -447,6 +471,7 @@ int main(void)
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
         CPU_TEST(ref__gelu_matches_the_tanh_form_evaluated_in_double),
         CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),
+        CPU_TEST(ref__linear_without_bias),
         CPU_TEST(ref__linear_keeps_leading_dimensions),
         cmocka_unit_test(ops__builtins_are_registered_with_their_schemas),
         CPU_TEST(meta__elementwise_errors_name_the_op_inputs_and_shapes),

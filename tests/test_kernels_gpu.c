@@ -260,7 +260,7 @@ static void assert_linear_close(const char *what, tk_tensor *const *hin, const t
     double max_err = 0.0;
     for (int64_t m = 0; m < M; m++) {
         for (int64_t n = 0; n < N; n++) {
-            double s = fabs(value_at(hin[2], n));
+            double s = hin[2] ? fabs(value_at(hin[2], n)) : 0.0;
             for (int64_t k = 0; k < K; k++)
                 s += fabs(value_at(hin[0], m * K + k) * value_at(hin[1], n * K + k));
             double g = value_at(got, m * N + n), r = value_at(ref, m * N + n), err = fabs(g - r);
@@ -276,8 +276,10 @@ static void assert_linear_close(const char *what, tk_tensor *const *hin, const t
 }
 
 /* y = x W^T + b on cuBLASLt against the CPU reference (assert_linear_close), on fresh random
- * operands; with offset, each operand `offset` elements into a larger allocation. */
-static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *xshape, int64_t N, int offset)
+ * operands; with offset, each operand `offset` elements into a larger allocation; without_bias:
+ * no b (nn.Linear(bias=False): the matmul's default epilogue). */
+static void check_linear_ex(fixture *f, tk_dtype dtype, int rank_x, const int64_t *xshape, int64_t N, int offset,
+                            int without_bias)
 {
     char what[160];
     int64_t K = xshape[rank_x - 1], M = 1;
@@ -288,6 +290,10 @@ static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *
     fill(hin[0], -1.0f, 1.0f);
     fill(hin[1], -1.0f, 1.0f);
     fill(hin[2], -1.0f, 1.0f);
+    if (without_bias) {
+        tk_tensor_free(hin[2]);
+        hin[2] = NULL;
+    }
     tk_tensor *ref[1] = {NULL};
     tk_assert_ok(tk_op_run(f->cpu, "tk::linear", hin, 3, ref, 1));
 
@@ -295,6 +301,8 @@ static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *
     size_t es = tk_dtype_size(dtype);
     for (int i = 0; i < 4; i++) {
         const tk_tensor *like = i < 3 ? hin[i] : ref[0];
+        if (!like)
+            continue; /* no bias */
         if (!offset) {
             bases[i] = i < 3 ? upload(f, like) : poisoned(f, dtype, tk_tensor_rank(like), tk_tensor_shape(like));
             *(i < 3 ? &din[i] : &dout[0]) = bases[i];
@@ -314,20 +322,41 @@ static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *
     tk_assert_ok(tk_ctx_sync(f->gpu));
     tk_tensor *got = download(f, dout[0]);
 
-    snprintf(what, sizeof what, "tk::linear %s M=%lld K=%lld N=%lld%s", tk_dtype_name(dtype), (long long)M,
-             (long long)K, (long long)N, offset ? " (unaligned)" : "");
+    snprintf(what, sizeof what, "tk::linear %s M=%lld K=%lld N=%lld%s%s", tk_dtype_name(dtype), (long long)M,
+             (long long)K, (long long)N, offset ? " (unaligned)" : "", without_bias ? " (no bias)" : "");
     assert_linear_close(what, hin, ref[0], got, M, K, N);
     tk_tensor_free(got);
     tk_tensor_free(ref[0]);
     for (int i = 0; i < 3; i++) {
         tk_tensor_free(hin[i]);
-        if (offset)
+        if (offset && din[i])
             tk_tensor_free(din[i]);
     }
     if (offset)
         tk_tensor_free(dout[0]);
     for (int i = 0; i < 4; i++)
         tk_tensor_free(bases[i]);
+}
+
+static void check_linear(fixture *f, tk_dtype dtype, int rank_x, const int64_t *xshape, int64_t N, int offset)
+{
+    check_linear_ex(f, dtype, rank_x, xshape, N, offset, 0);
+}
+
+/* nn.Linear(bias=False) on cuBLASLt: no bias pointer, the default epilogue, against the CPU
+ * reference; aligned and not, and a leading dimension kept. */
+static void gpu__linear_without_bias_matches_the_reference(void **state)
+{
+    static const int64_t shapes[][3] = {{1, 1, 1}, {7, 100, 33}, {128, 128, 64}, {257, 512, 129}};
+    for (size_t d = 0; d < 3; d++) {
+        for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+            const int64_t xshape[2] = {shapes[s][0], shapes[s][1]};
+            check_linear_ex(*state, DTYPES[d], 2, xshape, shapes[s][2], 0, 1);
+            check_linear_ex(*state, DTYPES[d], 2, xshape, shapes[s][2], 1, 1);
+        }
+        const int64_t x3[3] = {2, 5, 64};
+        check_linear_ex(*state, DTYPES[d], 3, x3, 48, 0, 1);
+    }
 }
 
 static void gpu__linear_matches_the_reference(void **state)
@@ -521,6 +550,7 @@ int main(void)
         GPU_TEST(gpu__gelu_matches_the_reference),
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),
         GPU_TEST(gpu__linear_matches_the_reference),
+        GPU_TEST(gpu__linear_without_bias_matches_the_reference),
         GPU_TEST(gpu__linear_flattens_leading_dimensions),
         GPU_TEST(gpu__linear_with_unaligned_tensors_matches_the_reference),
         GPU_TEST(gpu__linear_over_a_stream_of_sizes_matches_and_caches_plans),

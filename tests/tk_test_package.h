@@ -84,7 +84,7 @@ static inline tk_program_model *tp_model(void)
     tp_set(m, tk_pm_add_output(m), 5, NULL, 2, "batch", 0, TP_OUT);
     tp_set(m, tk_pm_add_output(m), 3, NULL, 2, "batch", 0, TP_OUT);
     tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
-    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor bias) -> Tensor", 1);
+    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", 1);
     tp_op(m, "tk::silu", "(Tensor x) -> Tensor", 1);
     tk_pm_sort(m);
     return m;

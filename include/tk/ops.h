@@ -23,9 +23,9 @@ tk_tensor *tk_silu(tk_ctx *ctx, tk_tensor *x);               /* tk::silu: x * si
 /* tk::gelu, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 tk_tensor *tk_gelu(tk_ctx *ctx, tk_tensor *x);
 
-/* tk::linear, PyTorch's nn.Linear: y = x W^T + b with x [M, K], w [N, K] (out_features,
- * in_features), b [N], y [M, N]; all three of one dtype (f32, f16 or bf16), accumulated in f32
- * (cuBLASLt on a GPU). */
+/* tk::linear, PyTorch's nn.Linear: y = x W^T + b with x [..., K] (leading dims kept, flattened
+ * into M rows), w [N, K] (out_features, in_features), b [N] or NULL (no bias: nn.Linear(bias=False)),
+ * y [..., N]; all of one dtype (f32, f16 or bf16), accumulated in f32 (cuBLASLt on a GPU). */
 tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 
 /* Each helper is also a macro calling tk_call where it is used, so a traced program records the
