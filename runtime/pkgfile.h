@@ -144,9 +144,10 @@ typedef struct tk_pkgfile_trust {
  * manifest.json, manifest.sig (when signed) and the entries the manifest lists, each of its
  * declared size and SHA-256 (every digest is checked before the call returns), with safe relative
  * names; program.json must parse, its op table must match the manifest's, and every op's kernels
- * must be in a fatbin entry. Returns 0 and a new file, or a negative tk_error_code (TK_EINVAL for
- * anything wrong with the file or its signature) with a one-line message naming the file and the
- * entry or key at fault. */
+ * must be in a fatbin entry. Returns 0 and a new file, or a negative tk_error_code (TK_EFORMAT for
+ * anything wrong with the file, a signature that does not verify included; TK_EINVAL for a package
+ * refused by the trust policy: unsigned, or a key not trusted) with a one-line message naming the
+ * file and the entry or key at fault. */
 /* tk_pkgfile_read maps the file read-only (read into memory where it cannot be mapped) and uses
  * its stored entries, weights and fatbins, in place: they are read once, by the digest check, and
  * the file must not be truncated in place while it is open (tkexport replaces files by rename,

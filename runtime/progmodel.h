@@ -132,7 +132,7 @@ int tk_pm_format_shape(tk_strbuf *sb, const tk_pm_value *v);
 int tk_program_json_write(char **out, const tk_program_model *m);
 
 /* Parses program.json into a new model (without weights and source bytes). origin names the
- * file in messages ("'mlp.tkprog'"). Checks the format and version and every field; TK_EINVAL
+ * file in messages ("'mlp.tkprog'"). Checks the format and version and every field; TK_EFORMAT
  * with a one-line message for anything malformed. */
 int tk_program_json_read(tk_program_model **out, const char *text, size_t len, const char *origin);
 

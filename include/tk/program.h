@@ -99,7 +99,7 @@ const tk_program_def *tk_program_at(size_t i);
  * when the weights have no such name. */
 tk_tensor *tk_param(tk_ctx *ctx, const char *name);
 
-/* Weights for eager runs: a safetensors file, mapped and validated once (TK_EINVAL naming the
+/* Weights for eager runs: a safetensors file, mapped and validated once (TK_EFORMAT naming the
  * file and the fault for a corrupt one); tensors are copied to the context's device on first use
  * by tk_param. Set once per context (TK_EINVAL the second time: tk_param's tensors live as long
  * as the context). */

@@ -111,9 +111,9 @@ typedef struct tk_package tk_package;
  * trusted keys are those of the trust file ($TKEXPORT_TRUST_FILE, else
  * $XDG_CONFIG_HOME/tkexport/trusted_keys) and of TKEXPORT_TRUSTED_KEYS. Each failure is one line
  * naming the entry, kernel, op, key or architecture at fault: TK_ENOTFOUND (no such file),
- * TK_EINVAL (not a package, wrong format or version, unsigned, signed by a key not trusted, a
- * signature that does not match the manifest, a digest mismatch, a hostile entry, malformed
- * JSON, a missing kernel), TK_EIO. */
+ * TK_EFORMAT (not a package, another format or version, a signature that does not match the
+ * manifest, a digest mismatch, a hostile entry, malformed JSON, a missing kernel), TK_EINVAL
+ * (unsigned, or signed by a key not trusted), TK_EIO. */
 int tk_package_open(tk_package **out, const char *path);
 
 /* How tk_package_open_ex verifies a package's signature. Initialize with

@@ -24,7 +24,7 @@ typedef struct tk_safetensors tk_safetensors;
 typedef struct tk_safetensors_entry tk_safetensors_entry;
 
 /* Maps the file read-only and validates it; *out (the caller's, NULL on failure) is freed with
- * tk_safetensors_free. TK_EIO when it cannot be read, TK_EINVAL when it is not valid. */
+ * tk_safetensors_free. TK_EIO when it cannot be read, TK_EFORMAT when it is not valid. */
 int tk_safetensors_open(tk_safetensors **out, const char *path);
 /* Unmaps the file; entries found in it are gone with it. Accepts NULL. */
 void tk_safetensors_free(tk_safetensors *st);
