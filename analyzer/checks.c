@@ -61,8 +61,7 @@ static const char *describe(const char *kind, int size)
     return "value";
 }
 
-void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef,
-                     const char *op_name, const char *schema)
+void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef)
 {
     const cJSON *args = cJSON_GetObjectItemCaseSensitive(launch, "args");
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(kdef, "params");
@@ -73,10 +72,6 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
                     "tk_wrap passes %d argument%s to kernel '%s', which takes %d", na, na == 1 ? "" : "s", kernel, np);
         return;
     }
-    tk_schema sc;
-    char why[128];
-    int have_schema = schema && tk_schema_parse(schema, &sc, why, sizeof(why)) == 0;
-    const cJSON *writes = cJSON_GetObjectItemCaseSensitive(kdef, "writes");
     for (int i = 0; i < na; i++) {
         const cJSON *a = cJSON_GetArrayItem(args, i), *p = cJSON_GetArrayItem(params, i);
         const char *ak = tk_json_str(a, "kind", ""), *pk = tk_json_str(p, "kind", "");
@@ -97,19 +92,21 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
                         "argument %d of tk_wrap is a %s, but parameter '%s' of kernel '%s' is '%s'%s", i + 1,
                         describe(ak, as), tk_json_str(p, "name", ""), kernel, tk_json_str(p, "type", ""),
                         p_ptr && !a_ptr ? " (pass a tensor)" : "");
-        /* a kernel writing through a parameter that receives an input the schema keeps constant */
-        const cJSON *in = cJSON_GetObjectItemCaseSensitive(a, "in");
-        if (!have_schema || !cJSON_IsNumber(in) || in->valueint >= sc.nargs || in->valueint >= TK_SCHEMA_MAX ||
-            sc.mutated[in->valueint])
-            continue;
-        for (const cJSON *w = writes ? writes->child : NULL; w; w = w->next) {
-            if (w->valueint == i) {
-                tk_diag_add(diags, file, aline, acol, aecol, "warning", "tk-undeclared-mutation",
-                            "kernel '%s' writes through parameter '%s', which receives in[%d] of op '%s', but the "
-                            "schema does not mark that input mutated (declare it 'Tensor(a!)')",
-                            kernel, tk_json_str(p, "name", ""), in->valueint, op_name);
-                break;
-            }
-        }
     }
+}
+
+void tk_check_mutation(cJSON *diags, const char *file, const cJSON *arg, const char *kernel, const cJSON *param,
+                       int input, const char *op_name, const char *schema, const char *via)
+{
+    tk_schema sc;
+    char why[128];
+    if (!schema || tk_schema_parse(schema, &sc, why, sizeof(why)) != 0 || input < 0 || input >= sc.nargs ||
+        input >= TK_SCHEMA_MAX || sc.mutated[input])
+        return;
+    tk_diag_add(diags, file, tk_json_int(arg, "line", 0), tk_json_int(arg, "col", 1), tk_json_int(arg, "ecol", 0),
+                "warning", "tk-undeclared-mutation",
+                "kernel '%s' writes through parameter '%s', which receives in[%d] of op '%s'%s%s%s, but the schema "
+                "does not mark that input mutated (declare it 'Tensor(a!)')",
+                kernel, tk_json_str(param, "name", ""), input, op_name, via ? " (passed along " : "", via ? via : "",
+                via ? ")" : "");
 }

@@ -1,6 +1,7 @@
 /* The libclang front end: parses one translation unit and writes its summary (ops, kernels,
  * launches, calls, returns, assignments, initializers) as described in internal.h. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ typedef struct extract {
 typedef struct fnstate {
     extract *x;
     cJSON *usr;
-    cJSON *launches, *calls, *opcalls, *rets, *locals, *raw;
+    cJSON *launches, *calls, *opcalls, *rets, *locals, *raw, *stores;
     CXCursor params[64];
     int nparams;
     int returns_interesting;
@@ -219,6 +220,7 @@ static cJSON *conv_ref(fnstate *fs, CXCursor c)
         } else {
             r = mk("l");
             cJSON_AddItemToArray(r, local_id(ref));
+            cJSON_AddItemToArray(r, cJSON_CreateString(clang_getCString(name)));
         }
     } else if (rk == CXCursor_ParmDecl) {
         int i = param_index(fs, ref);
@@ -241,6 +243,22 @@ static cJSON *conv_ref(fnstate *fs, CXCursor c)
     return r;
 }
 
+/* The value of an integer constant expression (literals, enum constants, arithmetic on them)
+ * in *out; 0 when c is not one. */
+static int const_index(CXCursor c, long long *out)
+{
+    CXEvalResult ev = clang_Cursor_Evaluate(c);
+    int ok = 0;
+    if (ev) {
+        if (clang_EvalResult_getKind(ev) == CXEval_Int) {
+            *out = clang_EvalResult_getAsLongLong(ev);
+            ok = 1;
+        }
+        clang_EvalResult_dispose(ev);
+    }
+    return ok;
+}
+
 /* A struct initializer: designated (.f = e, children MemberRef + value) or positional, matched
  * to the record's fields in order. */
 typedef struct fieldlist {
@@ -260,8 +278,9 @@ typedef struct initctx {
     fnstate *fs;
     int depth;
     cJSON *out;        /* object (record) or array (array) */
+    cJSON *index;      /* arrays: the index of each element of out */
     fieldlist *fields; /* NULL for arrays */
-    int next;          /* next positional field */
+    long long next;    /* next positional field or element */
 } initctx;
 
 static enum CXChildVisitResult init_elem(CXCursor c, CXCursor parent, CXClientData data)
@@ -278,8 +297,11 @@ static enum CXChildVisitResult init_elem(CXCursor c, CXCursor parent, CXClientDa
     get_kids(c, &k);
     if (clang_getCursorKind(c) == CXCursor_UnexposedExpr && k.n >= 2 &&
         clang_getCursorType(c).kind == CXType_Void) {
+        long long at;
         if (clang_getCursorKind(k.c[0]) == CXCursor_MemberRef)
             field = str_take(clang_getCursorSpelling(k.c[0]));
+        else if (!ic->fields && const_index(k.c[0], &at))
+            ic->next = at; /* [ENUM_B] = ... */
         value = k.c[k.n - 1];
     }
     cJSON *e = conv(ic->fs, value, ic->depth + 1);
@@ -296,6 +318,7 @@ static enum CXChildVisitResult init_elem(CXCursor c, CXCursor parent, CXClientDa
         ic->next++;
     } else {
         cJSON_AddItemToArray(ic->out, e);
+        cJSON_AddItemToArray(ic->index, cJSON_CreateNumber((double)ic->next++));
     }
     free(field);
     return CXChildVisit_Continue;
@@ -304,7 +327,7 @@ static enum CXChildVisitResult init_elem(CXCursor c, CXCursor parent, CXClientDa
 static cJSON *conv_init(fnstate *fs, CXCursor c, int depth)
 {
     CXType t = clang_getCanonicalType(clang_getCursorType(c));
-    initctx ic = {fs, depth, NULL, NULL, 0};
+    initctx ic = {fs, depth, NULL, NULL, NULL, 0};
     cJSON *r;
     if (t.kind == CXType_Record) {
         fieldlist fl = {{0}, 0};
@@ -317,8 +340,12 @@ static cJSON *conv_init(fnstate *fs, CXCursor c, int depth)
         r = mk("rec");
     } else if (t.kind == CXType_ConstantArray || t.kind == CXType_IncompleteArray) {
         ic.out = cJSON_CreateArray();
+        ic.index = cJSON_CreateArray();
         clang_visitChildren(c, init_elem, &ic);
         r = mk("arr");
+        cJSON_AddItemToArray(r, ic.out);
+        cJSON_AddItemToArray(r, ic.index);
+        return r;
     } else {
         /* a braced scalar: { k } */
         kids k;
@@ -338,6 +365,9 @@ static cJSON *conv_call(fnstate *fs, CXCursor c, int depth)
         clang_disposeString(n);
         if (is_api)
             return mk("x");
+        /* malloc, calloc...: memory that holds only what the program stores into it */
+        if (clang_Location_isInSystemHeader(clang_getCursorLocation(ref)))
+            return mk("0");
     }
     kids k;
     get_expr_kids(c, &k);
@@ -390,6 +420,9 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
             return mk("x");
         cJSON *r = mk("i");
         cJSON_AddItemToArray(r, conv(fs, k.c[0], depth + 1));
+        long long at;
+        if (k.n == 2 && const_index(k.c[1], &at))
+            cJSON_AddItemToArray(r, cJSON_CreateNumber((double)at)); /* TABLE[2], TABLE[OP_FWD] */
         return r;
     }
     case CXCursor_GenericSelectionExpr:
@@ -408,6 +441,19 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
         get_expr_kids(c, &k);
         if ((op == CXBinaryOperator_Assign || op == CXBinaryOperator_Comma) && k.n == 2)
             return conv(fs, k.c[1], depth + 1);
+        if ((op == CXBinaryOperator_Add || op == CXBinaryOperator_Sub) && k.n == 2 && kind == CXCursor_BinaryOperator) {
+            /* TABLE + i is &TABLE[i]: an element, at a known index when i is constant */
+            int left = clang_getCanonicalType(clang_getCursorType(k.c[0])).kind == CXType_Pointer;
+            int right = clang_getCanonicalType(clang_getCursorType(k.c[1])).kind == CXType_Pointer;
+            if (left != right) {
+                cJSON *r = mk("i");
+                cJSON_AddItemToArray(r, conv(fs, k.c[left ? 0 : 1], depth + 1));
+                long long at;
+                if (op == CXBinaryOperator_Add && const_index(k.c[left ? 1 : 0], &at))
+                    cJSON_AddItemToArray(r, cJSON_CreateNumber((double)at));
+                return r;
+            }
+        }
         return mk("x");
     }
     case CXCursor_UnaryOperator: {
@@ -419,6 +465,17 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
     }
     case CXCursor_CallExpr:
         return conv_call(fs, c, depth);
+    case CXCursor_StmtExpr: {
+        /* ({ ...; k; }): the value of the last statement */
+        kids body, stmts;
+        get_kids(c, &body);
+        if (body.n == 1 && clang_getCursorKind(body.c[0]) == CXCursor_CompoundStmt) {
+            get_kids(body.c[0], &stmts);
+            if (stmts.n > 0 && stmts.n <= 16 && clang_isExpression(clang_getCursorKind(stmts.c[stmts.n - 1])))
+                return conv(fs, stmts.c[stmts.n - 1], depth + 1);
+        }
+        return unknown(c, "unknown value: %s", "a statement expression whose value the analyzer cannot find");
+    }
     case CXCursor_InitListExpr:
         return conv_init(fs, c, depth);
     case CXCursor_UnexposedExpr:
@@ -432,6 +489,15 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
         get_expr_kids(c, &k);
         if (k.n == 1)
             return conv(fs, k.c[0], depth + 1);
+        if (k.n == 4 && kind == CXCursor_UnexposedExpr) {
+            /* GNU a ?: b, which libclang leaves unexposed: the common operand, the condition and
+               the true value (both opaque references to it), the false value */
+            cJSON *r = mk("u"), *alts = cJSON_CreateArray();
+            cJSON_AddItemToArray(alts, conv(fs, k.c[0], depth + 1));
+            cJSON_AddItemToArray(alts, conv(fs, k.c[3], depth + 1));
+            cJSON_AddItemToArray(r, alts);
+            return r;
+        }
         if (k.n == 0 && kind == CXCursor_UnexposedExpr) {
             /* an implicit conversion of a declaration reference libclang does not expose */
             CXCursor ref = clang_getCursorReferenced(c);
@@ -487,6 +553,8 @@ static void add_global(extract *x, CXCursor decl, const cJSON *fn_usr, unsigned 
     cJSON_AddItemToArray(x->globals, g);
 }
 
+static cJSON *pos_obj(CXCursor c);
+
 static void record_assign(fnstate *fs, CXCursor assign)
 {
     kids k;
@@ -494,8 +562,17 @@ static void record_assign(fnstate *fs, CXCursor assign)
     if (k.n != 2)
         return;
     CXCursor lhs = strip(k.c[0]);
-    if (clang_getCursorKind(lhs) != CXCursor_DeclRefExpr || !interesting_type(clang_getCursorType(lhs)))
+    if (!interesting_type(clang_getCursorType(lhs)))
         return;
+    if (clang_getCursorKind(lhs) != CXCursor_DeclRefExpr) {
+        /* a store through memory: *out = k, s->fwd = k, ks[1] = k; resolve.c finds the object
+           the target denotes (its root variable and the fields and indices below it) */
+        cJSON *st = pos_obj(assign);
+        cJSON_AddItemToObject(st, "t", conv(fs, lhs, 0));
+        cJSON_AddItemToObject(st, "e", conv(fs, k.c[1], 0));
+        cJSON_AddItemToArray(fs->stores, st);
+        return;
+    }
     CXCursor ref = clang_getCursorReferenced(lhs);
     enum CXCursorKind rk = clang_getCursorKind(ref);
     cJSON *e = conv(fs, k.c[1], 0);
@@ -642,10 +719,9 @@ static enum CXChildVisitResult box_arg(CXCursor c, CXCursor parent, CXClientData
     /* the user's expression is the operand of the boxing call */
     CXCursor user = k.c[1];
     add_range(a, user, 1);
-    int which;
-    long long idx;
-    if (fs->is_op && io_index(fs, user, &which, &idx) && idx >= 0)
-        cJSON_AddNumberToObject(a, which == 1 ? "in" : "out", (double)idx);
+    /* what a pointer argument denotes: resolve.c follows it back to an op's in[K] */
+    if (!strcmp(kind, "tensor") || !strcmp(kind, "ptr"))
+        cJSON_AddItemToObject(a, "e", conv(fs, user, 0));
     cJSON_AddItemToArray(args, a);
     return CXChildVisit_Continue;
 }
@@ -733,10 +809,9 @@ static enum CXChildVisitResult body_visit(CXCursor c, CXCursor parent, CXClientD
     case CXCursor_VarDecl: {
         if (!interesting_type(clang_getCursorType(c)))
             break;
-        kids k;
-        get_expr_kids(c, &k);
-        if (k.n)
-            push_local(fs, local_id(c), conv(fs, k.c[k.n - 1], 0));
+        CXCursor init = clang_Cursor_getVarDeclInitializer(c);
+        if (!clang_Cursor_isNull(init))
+            push_local(fs, local_id(c), conv(fs, init, 0));
         break;
     }
     case CXCursor_BinaryOperator:
@@ -780,37 +855,148 @@ static enum CXChildVisitResult collect_param(CXCursor c, CXCursor parent, CXClie
     return CXChildVisit_Continue;
 }
 
-/* The kernel parameter a written lvalue goes through: p[i], *p, *(p + i), p->f. */
-static int written_param(fnstate *fs, CXCursor lv)
+/* --- which pointer parameters a kernel writes through (tk-undeclared-mutation) ------------ */
+
+/* Parameters as bits: a kernel has at most 64 that matter. Local pointers that may point into
+ * a parameter (float *p = x + off; T *q = (T *)x; p = cond ? x : y) are aliases of it. */
+typedef struct kwrites {
+    fnstate *fs;
+    CXCursor alias[64];
+    unsigned long long alias_mask[64];
+    int nalias;
+    int changed;             /* an alias grew during this pass */
+    unsigned long long written;
+} kwrites;
+
+static unsigned long long *alias_of(kwrites *w, CXCursor decl, int add)
 {
-    for (int guard = 0; guard < 32; guard++) {
-        enum CXCursorKind k = clang_getCursorKind(lv);
-        kids ks;
-        get_expr_kids(lv, &ks);
-        if (k == CXCursor_DeclRefExpr) {
-            CXCursor ref = clang_getCursorReferenced(lv);
-            if (clang_getCanonicalType(clang_getCursorType(ref)).kind != CXType_Pointer)
-                return -1;
-            return param_index(fs, ref);
-        }
-        if (k == CXCursor_BinaryOperator && ks.n == 2) {
-            /* pointer arithmetic: follow the pointer operand */
-            lv = clang_getCanonicalType(clang_getCursorType(ks.c[0])).kind == CXType_Pointer ? ks.c[0] : ks.c[1];
-            continue;
-        }
-        if (ks.n == 0)
-            return -1;
-        lv = ks.c[0];
-    }
-    return -1;
+    for (int i = 0; i < w->nalias; i++)
+        if (clang_equalCursors(w->alias[i], decl))
+            return &w->alias_mask[i];
+    if (!add || w->nalias == 64)
+        return NULL;
+    w->alias[w->nalias] = decl;
+    w->alias_mask[w->nalias] = 0;
+    return &w->alias_mask[w->nalias++];
 }
 
+static int is_pointer(CXCursor e) { return clang_getCanonicalType(clang_getCursorType(e)).kind == CXType_Pointer; }
+
+static unsigned long long memory_of(kwrites *w, CXCursor lv, int depth);
+
+/* The parameters a pointer-valued expression may point into. */
+static unsigned long long points_into(kwrites *w, CXCursor e, int depth)
+{
+    if (depth > 32)
+        return 0;
+    kids ks;
+    get_expr_kids(e, &ks);
+    switch (clang_getCursorKind(e)) {
+    case CXCursor_DeclRefExpr: {
+        CXCursor ref = clang_getCursorReferenced(e);
+        int pi = param_index(w->fs, ref);
+        if (pi >= 0)
+            return pi < 64 ? 1ull << pi : 0;
+        unsigned long long *m = alias_of(w, ref, 0);
+        return m ? *m : 0;
+    }
+    case CXCursor_BinaryOperator: {
+        enum CXBinaryOperatorKind op = clang_getCursorBinaryOperatorKind(e);
+        if (ks.n != 2)
+            return 0;
+        if (op == CXBinaryOperator_Assign || op == CXBinaryOperator_Comma)
+            return points_into(w, ks.c[1], depth + 1);
+        if (op == CXBinaryOperator_Add || op == CXBinaryOperator_Sub) /* p + off: the pointer operand */
+            return (is_pointer(ks.c[0]) ? points_into(w, ks.c[0], depth + 1) : 0) |
+                   (is_pointer(ks.c[1]) ? points_into(w, ks.c[1], depth + 1) : 0);
+        return 0;
+    }
+    case CXCursor_ConditionalOperator:
+        return ks.n == 3 ? points_into(w, ks.c[1], depth + 1) | points_into(w, ks.c[2], depth + 1) : 0;
+    case CXCursor_UnaryOperator:
+        if (clang_getCursorUnaryOperatorKind(e) == CXUnaryOperator_AddrOf && ks.n == 1)
+            return memory_of(w, ks.c[0], depth + 1); /* &x[i], &s->f */
+        return 0;
+    case CXCursor_ArraySubscriptExpr:
+    case CXCursor_MemberRefExpr:
+    case CXCursor_CallExpr:
+        return 0; /* a pointer loaded from memory or returned: not followed */
+    default:
+        /* parentheses, casts ((T *)x + off), implicit conversions */
+        return ks.n == 1 ? points_into(w, ks.c[0], depth + 1) : 0;
+    }
+}
+
+/* The parameters whose memory an lvalue lies in: p[i], *p, *(p + i), p->f, p[i].f. */
+static unsigned long long memory_of(kwrites *w, CXCursor lv, int depth)
+{
+    if (depth > 32)
+        return 0;
+    kids ks;
+    get_expr_kids(lv, &ks);
+    switch (clang_getCursorKind(lv)) {
+    case CXCursor_ArraySubscriptExpr:
+        return ks.n == 2 ? points_into(w, ks.c[is_pointer(ks.c[0]) ? 0 : 1], depth + 1) : 0;
+    case CXCursor_MemberRefExpr:
+        if (ks.n != 1)
+            return 0;
+        return is_pointer(ks.c[0]) ? points_into(w, ks.c[0], depth + 1) : memory_of(w, ks.c[0], depth + 1);
+    case CXCursor_UnaryOperator:
+        if (clang_getCursorUnaryOperatorKind(lv) == CXUnaryOperator_Deref && ks.n == 1)
+            return points_into(w, ks.c[0], depth + 1);
+        return 0;
+    case CXCursor_ParenExpr:
+    case CXCursor_UnexposedExpr:
+    case CXCursor_CStyleCastExpr:
+        return ks.n == 1 ? memory_of(w, ks.c[0], depth + 1) : 0;
+    default:
+        return 0; /* a variable itself, not memory behind a pointer */
+    }
+}
+
+/* Pass 1: local pointers and what they may point into (run until nothing grows). */
+static enum CXChildVisitResult kernel_aliases(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    kwrites *w = data;
+    CXCursor var = clang_getNullCursor(), value = clang_getNullCursor();
+    kids ks;
+    if (clang_getCursorKind(c) == CXCursor_VarDecl && is_pointer(c)) {
+        var = c;
+        value = clang_Cursor_getVarDeclInitializer(c);
+    } else if (clang_getCursorKind(c) == CXCursor_BinaryOperator &&
+               clang_getCursorBinaryOperatorKind(c) == CXBinaryOperator_Assign) {
+        get_expr_kids(c, &ks);
+        CXCursor lhs = ks.n == 2 ? strip(ks.c[0]) : clang_getNullCursor();
+        if (!clang_Cursor_isNull(lhs) && clang_getCursorKind(lhs) == CXCursor_DeclRefExpr && is_pointer(lhs) &&
+            clang_getCursorKind(clang_getCursorReferenced(lhs)) == CXCursor_VarDecl) {
+            var = clang_getCursorReferenced(lhs);
+            value = ks.c[1];
+        }
+    }
+    if (!clang_Cursor_isNull(var) && !clang_Cursor_isNull(value)) {
+        unsigned long long m = points_into(w, value, 0);
+        unsigned long long *slot = m ? alias_of(w, var, 1) : NULL;
+        if (slot && (*slot | m) != *slot) {
+            *slot |= m;
+            w->changed = 1;
+        }
+    }
+    return CXChildVisit_Recurse;
+}
+
+static int is_atomic_api(const char *n)
+{
+    /* CUDA's atomicAdd, atomicExch_block...; the GCC/clang builtins */
+    return !strncmp(n, "atomic", 6) || !strncmp(n, "__atomic_", 9) || !strncmp(n, "__sync_", 7) ||
+           !strncmp(n, "__nv_atomic", 11);
+}
+
+/* Pass 2: the writes. */
 static enum CXChildVisitResult kernel_writes(CXCursor c, CXCursor parent, CXClientData data)
 {
     (void)parent;
-    void **ctx = data;
-    fnstate *fs = ctx[0];
-    int *written = ctx[1];
+    kwrites *w = data;
     enum CXCursorKind k = clang_getCursorKind(c);
     CXCursor target = clang_getNullCursor();
     kids ks;
@@ -823,15 +1009,19 @@ static enum CXChildVisitResult kernel_writes(CXCursor c, CXCursor parent, CXClie
         if (ks.n == 2)
             target = ks.c[0];
     } else if (k == CXCursor_CallExpr) {
-        /* C++ element types (__nv_bfloat16, __half...) assign through operator=, operator+=,
-           operator++: the call's first operand after the operator itself is what is written */
+        /* C++ element types (__nv_bfloat16, __half, structs) assign through operator=,
+           operator+=, operator++: the call's first operand after the operator itself is what is
+           written. An atomic writes where its first argument points. */
         CXString sp = clang_getCursorSpelling(c);
         const char *name = clang_getCString(sp);
         int assigns = name && !strncmp(name, "operator", 8) &&
                       (!strcmp(name + 8, "=") || !strcmp(name + 8, "+=") || !strcmp(name + 8, "-=") ||
                        !strcmp(name + 8, "*=") || !strcmp(name + 8, "/=") || !strcmp(name + 8, "++") ||
                        !strcmp(name + 8, "--"));
+        int atomic = name && is_atomic_api(name);
         clang_disposeString(sp);
+        if (atomic && clang_Cursor_getNumArguments(c) >= 1)
+            w->written |= points_into(w, clang_Cursor_getArgument(c, 0), 0);
         if (assigns) {
             get_expr_kids(c, &ks);
             for (int i = 0; i < ks.n && clang_Cursor_isNull(target); i++) {
@@ -851,22 +1041,8 @@ static enum CXChildVisitResult kernel_writes(CXCursor c, CXCursor parent, CXClie
                 target = ks.c[0];
         }
     }
-    if (!clang_Cursor_isNull(target)) {
-        enum CXCursorKind tk = clang_getCursorKind(target);
-        while (tk == CXCursor_ParenExpr || tk == CXCursor_UnexposedExpr) {
-            get_expr_kids(target, &ks);
-            if (ks.n != 1)
-                break;
-            target = ks.c[0];
-            tk = clang_getCursorKind(target);
-        }
-        /* a write through memory, not to the parameter variable itself */
-        int through = tk == CXCursor_ArraySubscriptExpr || tk == CXCursor_MemberRefExpr ||
-                      (tk == CXCursor_UnaryOperator && clang_getCursorUnaryOperatorKind(target) == CXUnaryOperator_Deref);
-        int pi = through ? written_param(fs, target) : -1;
-        if (pi >= 0 && pi < 64)
-            written[pi] = 1;
-    }
+    if (!clang_Cursor_isNull(target))
+        w->written |= memory_of(w, target, 0);
     return CXChildVisit_Recurse;
 }
 
@@ -893,12 +1069,19 @@ static void summarize_kernel(extract *x, CXCursor fn)
     fnstate fs;
     memset(&fs, 0, sizeof(fs));
     clang_visitChildren(fn, collect_param, &fs);
-    int written[64] = {0};
-    void *ctx[2] = {&fs, written};
-    clang_visitChildren(fn, kernel_writes, ctx);
+    kwrites kw;
+    memset(&kw, 0, sizeof(kw));
+    kw.fs = &fs;
+    for (int pass = 0; pass < 8; pass++) { /* aliases of aliases: until nothing grows */
+        kw.changed = 0;
+        clang_visitChildren(fn, kernel_aliases, &kw);
+        if (!kw.changed)
+            break;
+    }
+    clang_visitChildren(fn, kernel_writes, &kw);
     cJSON *w = cJSON_AddArrayToObject(k, "writes");
     for (int i = 0; i < fs.nparams && i < 64; i++)
-        if (written[i])
+        if (kw.written >> i & 1)
             cJSON_AddItemToArray(w, cJSON_CreateNumber(i));
     cJSON_AddItemToArray(x->kernels, k);
 }
@@ -949,6 +1132,7 @@ static void summarize_function(extract *x, CXCursor fn)
     fs.rets = cJSON_AddArrayToObject(f, "rets");
     fs.locals = cJSON_AddObjectToObject(f, "locals");
     fs.raw = cJSON_AddArrayToObject(f, "raw");
+    fs.stores = cJSON_AddArrayToObject(f, "stores");
     clang_visitChildren(fn, body_visit, &fs);
     if (fs.is_op) {
         cJSON_AddNumberToObject(f, "in_max", fs.in_max);
@@ -1072,6 +1256,61 @@ static void summarize_tune(extract *x, CXCursor var)
         below(clang_getCursorReferenced(ref), CXCursor_InitListExpr, &list))
         clang_visitChildren(list, collect_string, &(string_list){x, configs});
     cJSON_AddItemToArray(x->tunes, t);
+}
+
+/* The identifiers a file's code uses, outside comments and preprocessor lines, read from the
+ * buffer clang parsed (an editor's unsaved one under the LSP): a TK_AUTOTUNE parameter reaches
+ * its kernel as -DNAME=value, and its #ifndef/#define default is not a use (resolve.c). */
+static void collect_idents(extract *x, cJSON *out)
+{
+    size_t len = 0;
+    const char *text = clang_getFileContents(x->tu, x->mainf, &len);
+    tk_map seen = TK_MAP_INIT;
+    int line_start = 1, directive = 0;
+    for (size_t i = 0; text && i < len; i++) {
+        char ch = text[i];
+        if (ch == '\n') {
+            line_start = 1;
+            directive = directive && i > 0 && text[i - 1] == '\\';
+            continue;
+        }
+        if (ch == '/' && i + 1 < len && text[i + 1] == '/') { /* comments use nothing */
+            while (i + 1 < len && text[i + 1] != '\n')
+                i++;
+            continue;
+        }
+        if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
+            size_t stop = i + 2;
+            while (stop + 1 < len && !(text[stop] == '*' && text[stop + 1] == '/'))
+                stop++;
+            for (stop = stop + 1 < len ? stop + 1 : len; i < stop; i++)
+                if (text[i] == '\n')
+                    line_start = 1;
+            continue;
+        }
+        if (line_start && ch == '#')
+            directive = 1;
+        if (ch != ' ' && ch != '\t')
+            line_start = 0;
+        if (!(isalpha((unsigned char)ch) || ch == '_') || (i > 0 && (isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_')))
+            continue;
+        size_t n = 1;
+        while (i + n < len && (isalnum((unsigned char)text[i + n]) || text[i + n] == '_'))
+            n++;
+        if (!directive && n < 128) {
+            char word[128];
+            memcpy(word, text + i, n);
+            word[n] = '\0';
+            if (!tk_map_get(&seen, word)) {
+                cJSON *w = cJSON_CreateString(word);
+                cJSON_AddItemToArray(out, w);
+                if (tk_map_put(&seen, w->valuestring, w))
+                    break; /* out of memory: a shorter list only weakens one lint check */
+            }
+        }
+        i += n - 1;
+    }
+    tk_map_release(&seen);
 }
 
 static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientData data)
@@ -1214,6 +1453,8 @@ int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_t
         x.mainf = clang_getFile(x.tu, tu->path);
         first_error(x.tu, diags);
         clang_visitChildren(clang_getTranslationUnitCursor(x.tu), top_visit, &x);
+        if (cJSON_GetArraySize(x.kernels))
+            collect_idents(&x, cJSON_AddArrayToObject(s, "idents"));
         clang_getInclusions(x.tu, collect_include, d);
         clang_disposeTranslationUnit(x.tu);
     }

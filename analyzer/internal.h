@@ -28,7 +28,7 @@
 #include "map.h"
 #include "schema.h"
 
-#define TK_SUMMARY_VERSION 3
+#define TK_SUMMARY_VERSION 4
 
 /* Where the analyzer finds its own headers, its CUDA shim folder and the CUDA toolkit. */
 typedef struct tk_env {
@@ -100,9 +100,13 @@ void tk_diag_add(cJSON *diags, const char *file, int line, int col, int ecol, co
     __attribute__((format(printf, 8, 9)))
 #endif
     ;
-/* tk-arg-mismatch and tk-undeclared-mutation for one launch of one resolved kernel. */
-void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef,
-                     const char *op_name, const char *schema);
+/* tk-arg-mismatch for one launch of one resolved kernel. */
+void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef);
+/* tk-undeclared-mutation: the kernel writes through `param`, whose argument `arg` of a launch in
+ * `file` denotes in[input] of op op_name; a finding unless its schema marks that input mutated.
+ * via: the call path from the op to the launch when the launch is in a helper, else NULL. */
+void tk_check_mutation(cJSON *diags, const char *file, const cJSON *arg, const char *kernel, const cJSON *param,
+                       int input, const char *op_name, const char *schema, const char *via);
 
 /* Rewrites every "file" string in the result document relative to the current directory and
  * sorts its lists. */

@@ -4,7 +4,7 @@
  * function pointers, file-scope variables and op-to-op calls, to a bounded depth in function
  * hops. What it cannot follow is reported per op with the reason. */
 #define _POSIX_C_SOURCE 200809L
-#include <ctype.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +35,12 @@ struct fninfo {
 };
 
 typedef struct globinfo {
-    cJSON **facts;
+    cJSON **facts;      /* initializers and whole assignments */
     const char **files;
     size_t n, cap;
     const char *name;
+    fninfo **touch;     /* functions that store below it, point at it or pass it on */
+    size_t ntouch, captouch;
 } globinfo;
 
 typedef struct linker {
@@ -47,6 +49,7 @@ typedef struct linker {
     globinfo *globs;
     size_t nglobs;
     tk_map fn_by_usr, op_by_name, glob_by_usr, kernel_by_name, kernel_file;
+    tk_map idents_by_file; /* file path -> the identifiers its code uses (kernel files) */
     int max_depth;
 } linker;
 
@@ -62,21 +65,34 @@ typedef struct frame {
     int depth;
 } frame;
 
-typedef enum vkind { V_KERNEL, V_FUNC, V_AGG, V_UNKNOWN } vkind;
+typedef enum vkind { V_KERNEL, V_FUNC, V_AGG, V_UNKNOWN, V_NULL, V_INPUT } vkind;
 
+/* What an expression can denote. V_NULL is a value that is no kernel but is known (NULL, a
+ * zero-initialized field, an op's ctx or out); V_INPUT is in[idx] of the op `fn` (idx -1: an
+ * index that is not constant), for the mutation check. */
 typedef struct value {
     vkind kind;
     const char *s;     /* kernel name, function usr, or the reason of an unknown */
-    cJSON *agg;        /* V_AGG: ["rec",{..}] or ["arr",[..]] */
+    cJSON *agg;        /* V_AGG: ["rec",{..}] or ["arr",[..],[..]] */
     frame *where;      /* V_AGG: where its elements are evaluated */
     const char *file;  /* V_UNKNOWN: where resolution stopped */
     int line;
+    const fninfo *fn;  /* V_INPUT: the op */
+    int idx;           /* V_INPUT: the input */
 } value;
 
 typedef struct vset {
     value *v;
     size_t n, cap;
 } vset;
+
+/* An access path below a variable: fields and indices (index -1: any element), outermost
+ * first. p->f and (*p).f and p[0].f are one path: pointers are looked through. */
+typedef struct sel {
+    const char *field; /* NULL: an index */
+    long long index;
+    const struct sel *next;
+} sel;
 
 /* Memory of one op's resolution, freed at once. */
 typedef struct arena_block {
@@ -90,7 +106,8 @@ typedef struct opctx {
     arena_block *arena;
     long steps;
     int oom;
-    /* locals and globals under evaluation, to cut cyclic assignments */
+    long cuts;         /* evaluations cut short by a cycle or a repeated recursion */
+    /* locations under evaluation, to cut cyclic assignments */
     const void *busy_frame[256];
     const char *busy_key[256];
     int nbusy;
@@ -123,24 +140,46 @@ static void *arena_alloc(opctx *c, size_t n)
     return p;
 }
 
-static const char *arena_printf(opctx *c, const char *fmt, const char *a, const char *b, int n)
+static const char *arena_printf(opctx *c, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static const char *arena_printf(opctx *c, const char *fmt, ...)
 {
     char buf[1024];
-    snprintf(buf, sizeof(buf), fmt, a, b, n);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
     char *p = arena_alloc(c, strlen(buf) + 1);
     if (p)
         strcpy(p, buf);
     return p ? p : "unknown value: out of memory";
 }
 
+static int same_value(const value *w, const value *v)
+{
+    /* aggregates of file-scope initializers are the same whatever frame read them */
+    const frame *wf = w->where, *vf = v->where;
+    int same_where = wf == vf || (wf && vf && !wf->fn && !vf->fn);
+    return w->kind == v->kind && w->agg == v->agg && same_where && w->line == v->line && w->fn == v->fn &&
+           w->idx == v->idx && strcmp(w->s ? w->s : "", v->s ? v->s : "") == 0;
+}
+
+static int vs_has(const vset *s, const value *v)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (same_value(&s->v[i], v))
+            return 1;
+    return 0;
+}
+
 static void vs_add(opctx *c, vset *s, value v)
 {
-    for (size_t i = 0; i < s->n; i++) {
-        value *w = &s->v[i];
-        if (w->kind == v.kind && w->agg == v.agg && w->where == v.where && w->line == v.line &&
-            strcmp(w->s ? w->s : "", v.s ? v.s : "") == 0)
-            return;
-    }
+    if (vs_has(s, &v))
+        return;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 8;
         value *nv = arena_alloc(c, cap * sizeof(*nv));
@@ -154,9 +193,21 @@ static void vs_add(opctx *c, vset *s, value v)
     s->v[s->n++] = v;
 }
 
+static void vs_merge(opctx *c, vset *into, const vset *from)
+{
+    for (size_t i = 0; i < from->n; i++)
+        vs_add(c, into, from->v[i]);
+}
+
 static value unknown_at(const char *reason, const char *file, int line)
 {
-    value v = {V_UNKNOWN, reason, NULL, NULL, file, line};
+    value v = {V_UNKNOWN, reason, NULL, NULL, file, line, NULL, 0};
+    return v;
+}
+
+static value simple(vkind kind, const char *s)
+{
+    value v = {kind, s, NULL, NULL, NULL, 0, NULL, 0};
     return v;
 }
 
@@ -187,16 +238,114 @@ static int on_chain(const frame *f, const fninfo *fn)
 
 static const char *tag(const cJSON *e) { return cJSON_IsArray(e) && cJSON_IsString(e->child) ? e->child->valuestring : ""; }
 static cJSON *arg(const cJSON *e, int i) { return cJSON_GetArrayItem(e, i); }
+static int line_of(const cJSON *o) { return tk_json_int(o, "line", 0); }
 
-static void eval(opctx *c, const cJSON *e, frame *f, vset *out);
+static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out);
+
+static void eval(opctx *c, const cJSON *e, frame *f, vset *out) { evalp(c, e, NULL, f, out); }
+
+/* --- access paths ---------------------------------------------------------------------------- */
+
+static const sel *sel_push(opctx *c, const char *field, long long index, const sel *next)
+{
+    sel *s = arena_alloc(c, sizeof(*s));
+    if (!s)
+        return next;
+    s->field = field;
+    s->index = index;
+    s->next = next;
+    return s;
+}
+
+/* The variable an lvalue expression is rooted in: ["l"], ["p"] or ["g"] below its fields and
+ * indices, or NULL. */
+static const cJSON *root_node(const cJSON *e)
+{
+    for (int guard = 0; guard < 64 && (!strcmp(tag(e), "m") || !strcmp(tag(e), "i")); guard++)
+        e = arg(e, 1);
+    const char *t = tag(e);
+    return !strcmp(t, "l") || !strcmp(t, "p") || !strcmp(t, "g") ? e : NULL;
+}
+
+/* The variable an lvalue expression is rooted in (["l"], ["p"] or ["g"]) and, in *path, the
+ * fields and indices below it; NULL when it is rooted in something else (a call's result...). */
+static const cJSON *root_of(opctx *c, const cJSON *e, const sel **path)
+{
+    const cJSON *chain[64];
+    int n = 0;
+    while ((!strcmp(tag(e), "m") || !strcmp(tag(e), "i")) && n < 64) {
+        chain[n++] = e;
+        e = arg(e, 1);
+    }
+    const char *t = tag(e);
+    if (strcmp(t, "l") && strcmp(t, "p") && strcmp(t, "g"))
+        return NULL;
+    const sel *p = *path;
+    for (int i = 0; i < n; i++) { /* innermost selector first, so the list reads outermost first */
+        const cJSON *x = chain[i];
+        if (!strcmp(tag(x), "m"))
+            p = sel_push(c, arg(x, 2)->valuestring, 0, p);
+        else
+            p = sel_push(c, NULL, cJSON_IsNumber(arg(x, 2)) ? (long long)arg(x, 2)->valuedouble : -1, p);
+    }
+    *path = p;
+    return e;
+}
+
+static int same_root(const cJSON *a, const cJSON *b)
+{
+    const char *ta = tag(a);
+    if (strcmp(ta, tag(b)))
+        return 0;
+    if (ta[0] == 'p')
+        return arg(a, 1)->valueint == arg(b, 1)->valueint;
+    return !strcmp(arg(a, 1)->valuestring, arg(b, 1)->valuestring); /* local id, global usr */
+}
+
+/* Whether a store (or an argument) at path `s` below a variable reaches what a read at path `p`
+ * below it sees; *rest is what the read selects below the stored value. A store below the
+ * read's path through indices only is the same memory (*out = k and out[0] = k). */
+static int path_match(const sel *s, const sel *p, const sel **rest)
+{
+    for (; s && p; s = s->next, p = p->next) {
+        if (!s->field != !p->field)
+            return 0;
+        if (s->field ? strcmp(s->field, p->field) != 0 : (s->index >= 0 && p->index >= 0 && s->index != p->index))
+            return 0;
+    }
+    for (; s; s = s->next)
+        if (s->field)
+            return 0;
+    *rest = p;
+    return 1;
+}
+
+static void path_text(const sel *p, char *buf, size_t size)
+{
+    for (; p; p = p->next) {
+        size_t n = strlen(buf);
+        if (p->field)
+            snprintf(buf + n, size - n, ".%s", p->field);
+        else if (p->index >= 0)
+            snprintf(buf + n, size - n, "[%lld]", p->index);
+        else
+            snprintf(buf + n, size - n, "[*]");
+    }
+}
+
+/* --- cycles, depth, recursion ------------------------------------------------------------- */
 
 static int busy_enter(opctx *c, const void *fr, const char *key)
 {
     for (int i = 0; i < c->nbusy; i++)
-        if (c->busy_frame[i] == fr && strcmp(c->busy_key[i], key) == 0)
+        if (c->busy_frame[i] == fr && strcmp(c->busy_key[i], key) == 0) {
+            c->cuts++;
             return 0;
-    if (c->nbusy == 256)
+        }
+    if (c->nbusy == 256) {
+        c->cuts++;
         return 0;
+    }
     c->busy_frame[c->nbusy] = fr;
     c->busy_key[c->nbusy] = key;
     c->nbusy++;
@@ -205,79 +354,156 @@ static int busy_enter(opctx *c, const void *fr, const char *key)
 
 static void busy_leave(opctx *c) { c->nbusy--; }
 
+/* A key for a location under evaluation: kind, variable and path. */
+static const char *loc_key(opctx *c, const char *kind, const char *var, const sel *path)
+{
+    char p[512] = "";
+    path_text(path, p, sizeof p);
+    return arena_printf(c, "%s:%s%s", kind, var, p);
+}
+
 static value depth_limit(opctx *c, frame *f, const char *target, int line)
 {
     const char *last = f && f->fn ? f->fn->name : "file scope";
-    char why[256];
-    snprintf(why, sizeof(why), "depth limit: stopped after %d function hops in '%%s' before '%%s' (raise --max-depth)",
-             c->lk->max_depth);
-    return unknown_at(arena_printf(c, why, last, target, 0), f ? f->file : NULL, line);
+    return unknown_at(arena_printf(c, "depth limit: stopped after %d function hops in '%s' before '%s' (raise --max-depth)",
+                                   c->lk->max_depth, last, target),
+                      f ? f->file : NULL, line);
 }
 
-static void eval_list(opctx *c, const cJSON *list, frame *f, vset *out)
+/* Whether calling fn from frame f with args can bring values that no activation of fn already
+ * on the path has: recursion is entered again with new contexts (bounded by the depth), and
+ * cut where it would repeat one. */
+static int new_context(opctx *c, frame *f, const fninfo *fn, cJSON *args)
 {
-    for (const cJSON *it = list ? list->child : NULL; it; it = it->next)
-        eval(c, it, f, out);
+    if (!on_chain(f, fn))
+        return 1;
+    for (frame *g = f; args && g; g = g->up) {
+        if (g->fn != fn)
+            continue;
+        if (!g->args || !g->caller)
+            break; /* reached without a call: its parameters already take every caller's values */
+        int covered = 1;
+        for (int j = 0; covered && j < cJSON_GetArraySize(args); j++) {
+            vset now = {0}, before = {0};
+            eval(c, arg(args, j), f, &now);
+            eval(c, arg(g->args, j), g->caller, &before);
+            for (size_t i = 0; covered && i < now.n; i++)
+                covered = vs_has(&before, &now.v[i]);
+        }
+        if (covered)
+            break;
+        if (!on_chain(g->up, fn))
+            return 1; /* no activation on the path has these values */
+    }
+    c->cuts++;
+    return 0;
 }
 
-static void eval_local(opctx *c, const char *id, frame *f, vset *out)
+/* --- evaluation ------------------------------------------------------------------------------ */
+
+static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vset *out);
+
+static void eval_local(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out)
 {
-    if (!f->fn || !busy_enter(c, f, id))
+    if (!f || !f->fn)
         return;
-    cJSON *locals = cJSON_GetObjectItemCaseSensitive(f->fn->node, "locals");
-    eval_list(c, cJSON_GetObjectItemCaseSensitive(locals, id), f, out);
+    const char *id = arg(e, 1)->valuestring;
+    const char *key = loc_key(c, "l", id, path);
+    if (!busy_enter(c, f, key))
+        return;
+    long cuts = c->cuts;
+    vset here = {0};
+    int facts = 0;
+    cJSON *locals = cJSON_GetObjectItemCaseSensitive(f->fn->node, "locals"), *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(locals, id))
+    {
+        evalp(c, a, path, f, &here);
+        facts++;
+    }
+    facts += stores_in(c, e, path, f, &here);
     busy_leave(c);
+    if (!here.n && cuts == c->cuts && !c->oom) {
+        /* nothing at all: never assigned, or stored only where the analyzer does not look */
+        cJSON *nm = arg(e, 2);
+        char what[600];
+        snprintf(what, sizeof what, "%s", cJSON_IsString(nm) ? nm->valuestring : "?");
+        path_text(path, what, sizeof what);
+        vs_add(c, &here, unknown_at(facts || path ? arena_printf(c, "unknown value: no value the analyzer follows is stored in '%s' (a local of '%s')", what, f->fn->name)
+                                                  : arena_printf(c, "unknown value: local '%s' of '%s' is declared without a value and never assigned", what, f->fn->name),
+                                    f->file, 0));
+    }
+    vs_merge(c, out, &here);
 }
 
-static void eval_param(opctx *c, int idx, frame *f, int line, vset *out)
+static void eval_param(opctx *c, const cJSON *e, const sel *path, frame *f, int line, vset *out)
 {
-    if (!f->fn)
+    if (!f || !f->fn)
         return;
-    char id[16];
-    snprintf(id, sizeof(id), "p%d", idx);
-    eval_local(c, id, f, out); /* assignments to the parameter inside the function */
-    if (f->args) {
-        /* context-sensitive: the argument of the call that reached this activation */
-        cJSON *a = cJSON_GetArrayItem(f->args, idx);
-        if (a && f->caller)
-            eval(c, a, f->caller, out);
+    int idx = arg(e, 1)->valueint;
+    fninfo *fn = f->fn;
+    if (fn->op && !f->args) {
+        /* an op's own parameters (ctx, in, out): in[K] is an input, the rest holds no kernel */
+        value v = simple(idx == 1 ? V_INPUT : V_NULL, NULL);
+        if (idx == 1) {
+            v.fn = fn;
+            v.idx = path && !path->field ? (int)path->index : -1;
+        }
+        vs_add(c, out, v);
         return;
     }
-    fninfo *fn = f->fn;
+    char id[16];
+    snprintf(id, sizeof(id), "p%d", idx);
+    const char *key = loc_key(c, "p", id, path);
+    if (!busy_enter(c, f, key))
+        return;
+    cJSON *a;
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(fn->node, "locals"), id))
+        evalp(c, a, path, f, out); /* assignments to the parameter inside the function */
+    stores_in(c, e, path, f, out); /* stores through it, here and in the functions it is passed to */
+    busy_leave(c);
+    if (f->args) {
+        /* context-sensitive: the argument of the call that reached this activation */
+        cJSON *a2 = cJSON_GetArrayItem(f->args, idx);
+        if (a2 && f->caller)
+            evalp(c, a2, path, f->caller, out);
+        return;
+    }
     if (fn->ncallers == 0) {
         cJSON *pn = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(fn->node, "params"), idx);
         vs_add(c, out, unknown_at(arena_printf(c, "unknown value: parameter '%s' of '%s' has no caller in the scanned sources",
-                                               pn ? pn->valuestring : "?", fn->name, 0),
+                                               pn ? pn->valuestring : "?", fn->name),
                                   fn->file, line));
         return;
     }
     /* reached without a call (from an initializer or a store): every caller's argument */
     for (size_t i = 0; i < fn->ncallers; i++) {
         callsite *cs = &fn->callers[i];
-        if (on_chain(f, cs->caller))
+        if (on_chain(f, cs->caller)) {
+            c->cuts++;
             continue;
-        int cline = cJSON_GetObjectItemCaseSensitive(cs->call, "line")->valueint;
+        }
+        int cline = line_of(cs->call);
         if (f->depth + 1 > c->lk->max_depth) {
             vs_add(c, out, depth_limit(c, f, cs->caller->name, cline));
             continue;
         }
         frame *cf = new_frame(c, cs->caller, NULL, NULL, f, f->depth + 1);
-        cJSON *a = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cs->call, "a"), idx);
-        if (cf && a)
-            eval(c, a, cf, out);
+        cJSON *a2 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cs->call, "a"), idx);
+        if (cf && a2)
+            evalp(c, a2, path, cf, out);
     }
 }
 
-static void eval_global(opctx *c, const char *usr, const char *name, frame *f, int line, vset *out)
+static void eval_global(opctx *c, const cJSON *e, const sel *path, frame *f, int line, vset *out)
 {
+    const char *usr = arg(e, 1)->valuestring, *name = arg(e, 2)->valuestring;
     globinfo *g = tk_map_get(&c->lk->glob_by_usr, usr);
-    if (!g || g->n == 0) {
-        vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is never initialized or assigned in the scanned sources",
-                                               name, NULL, 0),
+    if (!g || (g->n == 0 && g->ntouch == 0)) {
+        vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is never initialized or assigned in the scanned sources", name),
                                   f ? f->file : NULL, line));
         return;
     }
-    if (!busy_enter(c, NULL, usr))
+    if (!busy_enter(c, NULL, loc_key(c, "g", usr, path)))
         return;
     for (size_t i = 0; i < g->n; i++) {
         cJSON *fact = g->facts[i];
@@ -287,7 +513,7 @@ static void eval_global(opctx *c, const char *usr, const char *name, frame *f, i
         if (fn) {
             /* a store inside a function: evaluated there, whoever called it */
             if (f && f->depth + 1 > c->lk->max_depth) {
-                vs_add(c, out, depth_limit(c, f, fn->name, cJSON_GetObjectItemCaseSensitive(fact, "line")->valueint));
+                vs_add(c, out, depth_limit(c, f, fn->name, line_of(fact)));
                 continue;
             }
             gf = new_frame(c, fn, NULL, NULL, f, f ? f->depth + 1 : 1);
@@ -297,12 +523,24 @@ static void eval_global(opctx *c, const char *usr, const char *name, frame *f, i
                 gf->file = g->files[i];
         }
         if (gf)
-            eval(c, cJSON_GetObjectItemCaseSensitive(fact, "e"), gf, out);
+            evalp(c, cJSON_GetObjectItemCaseSensitive(fact, "e"), path, gf, out);
+    }
+    /* stores below it (g.fwd = k, TABLE[1] = k), through pointers to it and by the functions
+     * it is passed to, wherever they are */
+    for (size_t i = 0; i < g->ntouch; i++) {
+        fninfo *fn = g->touch[i];
+        if (f && f->depth + 1 > c->lk->max_depth) {
+            vs_add(c, out, depth_limit(c, f, fn->name, line));
+            continue;
+        }
+        frame *gf = new_frame(c, fn, NULL, NULL, f, f ? f->depth + 1 : 1);
+        if (gf)
+            stores_in(c, e, path, gf, out);
     }
     busy_leave(c);
 }
 
-static void eval_call(opctx *c, const cJSON *e, frame *f, vset *out)
+static void eval_call(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out)
 {
     int line = arg(e, 3) ? arg(e, 3)->valueint : 0;
     vset callee = {0};
@@ -310,7 +548,7 @@ static void eval_call(opctx *c, const cJSON *e, frame *f, vset *out)
     for (size_t i = 0; i < callee.n; i++) {
         value *v = &callee.v[i];
         if (v->kind == V_UNKNOWN) {
-            vs_add(c, out, unknown_at(arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s, NULL, 0),
+            vs_add(c, out, unknown_at(arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s),
                                       v->file, v->line));
             continue;
         }
@@ -320,53 +558,74 @@ static void eval_call(opctx *c, const cJSON *e, frame *f, vset *out)
         if (!fn) {
             const char *nm = strrchr(v->s, '@');
             vs_add(c, out, unknown_at(arena_printf(c, "unknown value: return value of '%s', which has no definition in the scanned sources",
-                                                   nm ? nm + 1 : v->s, NULL, 0),
+                                                   nm ? nm + 1 : v->s),
                                       f ? f->file : NULL, line));
             continue;
         }
-        if (on_chain(f, fn))
-            continue; /* recursion: the other paths give the values */
+        if (!new_context(c, f, fn, arg(e, 2)))
+            continue; /* recursion that repeats a context: the activation on the path gives its values */
         int depth = f ? f->depth + 1 : 1;
         if (depth > c->lk->max_depth) {
             vs_add(c, out, depth_limit(c, f, fn->name, line));
             continue;
         }
         frame *cf = new_frame(c, fn, arg(e, 2), f, f, depth);
+        cJSON *r;
+        cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(fn->node, "rets"))
         if (cf)
-            eval_list(c, cJSON_GetObjectItemCaseSensitive(fn->node, "rets"), cf, out);
+            evalp(c, r, path, cf, out);
     }
 }
 
-static void eval_member(opctx *c, const cJSON *e, frame *f, vset *out, int index)
+/* An aggregate initializer read at path: a struct's field, an array's element (every element
+ * for an index that is not constant; a field of every element for a field). */
+static void eval_agg(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out)
 {
-    vset base = {0};
-    eval(c, arg(e, 1), f, &base);
-    const char *field = index ? NULL : arg(e, 2)->valuestring;
-    int line = 0;
-    for (size_t i = 0; i < base.n; i++) {
-        value *v = &base.v[i];
-        if (v->kind == V_UNKNOWN) {
-            vs_add(c, out, *v);
-        } else if (v->kind == V_AGG && strcmp(tag(v->agg), "arr") == 0) {
-            for (cJSON *el = arg(v->agg, 1)->child; el; el = el->next) {
-                if (index) {
-                    eval(c, el, v->where, out);
-                } else if (strcmp(tag(el), "rec") == 0) {
-                    /* a member of an element: the field of every element */
-                    eval(c, cJSON_GetObjectItemCaseSensitive(arg(el, 1), field), v->where, out);
-                }
-            }
-        } else if (v->kind == V_AGG && !index) {
-            eval(c, cJSON_GetObjectItemCaseSensitive(arg(v->agg, 1), field), v->where, out);
-        } else {
-            vs_add(c, out, unknown_at(index ? "unknown value: an element of something that is not a table"
-                                            : "unknown value: a member of something that is not a struct",
-                                      f ? f->file : NULL, line));
+    if (!path) {
+        value v = simple(V_AGG, NULL);
+        v.agg = (cJSON *)e;
+        v.where = f;
+        vs_add(c, out, v);
+        return;
+    }
+    if (tag(e)[0] == 'r') {
+        if (!path->field) { /* p[0].f on a pointer to one struct */
+            evalp(c, e, path->next, f, out);
+            return;
+        }
+        cJSON *fe = cJSON_GetObjectItemCaseSensitive(arg(e, 1), path->field);
+        if (fe)
+            evalp(c, fe, path->next, f, out);
+        else
+            vs_add(c, out, simple(V_NULL, NULL)); /* a field the initializer leaves zero */
+        return;
+    }
+    cJSON *el = arg(e, 1)->child, *ix = cJSON_GetArrayItem(e, 2) ? arg(e, 2)->child : NULL;
+    int hit = 0;
+    for (long long pos = 0; el; el = el->next, pos++) {
+        long long at = ix ? (long long)ix->valuedouble : pos;
+        if (ix)
+            ix = ix->next;
+        if (path->field)
+            evalp(c, el, path, f, out);
+        else if (path->index < 0 || path->index == at) {
+            evalp(c, el, path->next, f, out);
+            hit = 1;
         }
     }
+    if (!path->field && !hit)
+        vs_add(c, out, simple(V_NULL, NULL)); /* an element the initializer leaves zero */
 }
 
-static void eval(opctx *c, const cJSON *e, frame *f, vset *out)
+static int only_indices(const sel *p)
+{
+    for (; p; p = p->next)
+        if (p->field)
+            return 0;
+    return 1;
+}
+
+static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out)
 {
     if (!e || c->oom)
         return;
@@ -376,45 +635,41 @@ static void eval(opctx *c, const cJSON *e, frame *f, vset *out)
         return;
     }
     const char *t = tag(e);
-    value v = {0};
     switch (t[0]) {
     case 'k':
-        v.kind = V_KERNEL;
-        v.s = arg(e, 1)->valuestring;
-        vs_add(c, out, v);
-        return;
     case 'f':
-        v.kind = V_FUNC;
-        v.s = arg(e, 1)->valuestring;
-        vs_add(c, out, v);
+        if (only_indices(path)) /* *k, k[0]: pointers are looked through */
+            vs_add(c, out, simple(t[0] == 'k' ? V_KERNEL : V_FUNC, arg(e, 1)->valuestring));
+        else
+            vs_add(c, out, unknown_at("unknown value: a member of something that is not a struct", f ? f->file : NULL, 0));
         return;
     case 'l':
-        eval_local(c, arg(e, 1)->valuestring, f, out);
+        eval_local(c, e, path, f, out);
         return;
     case 'p':
-        eval_param(c, arg(e, 1)->valueint, f, 0, out);
+        eval_param(c, e, path, f, 0, out);
         return;
     case 'g':
-        eval_global(c, arg(e, 1)->valuestring, arg(e, 2)->valuestring, f, 0, out);
+        eval_global(c, e, path, f, 0, out);
         return;
     case 'c':
-        eval_call(c, e, f, out);
+        eval_call(c, e, path, f, out);
         return;
-    case 'u':
-        eval_list(c, arg(e, 1), f, out);
+    case 'u': {
+        cJSON *alt;
+        cJSON_ArrayForEach(alt, arg(e, 1))
+            evalp(c, alt, path, f, out);
         return;
+    }
     case 'm':
-        eval_member(c, e, f, out, 0);
+        evalp(c, arg(e, 1), sel_push(c, arg(e, 2)->valuestring, 0, path), f, out);
         return;
     case 'i':
-        eval_member(c, e, f, out, 1);
+        evalp(c, arg(e, 1), sel_push(c, NULL, cJSON_IsNumber(arg(e, 2)) ? (long long)arg(e, 2)->valuedouble : -1, path), f, out);
         return;
     case 'r':
     case 'a':
-        v.kind = V_AGG;
-        v.agg = (cJSON *)e;
-        v.where = f;
-        vs_add(c, out, v);
+        eval_agg(c, e, path, f, out);
         return;
     case '?':
         vs_add(c, out, unknown_at(arg(e, 1)->valuestring, f ? f->file : NULL, arg(e, 2)->valueint));
@@ -423,8 +678,105 @@ static void eval(opctx *c, const cJSON *e, frame *f, vset *out)
         vs_add(c, out, unknown_at("unknown value: the expression is not a kernel handle", f ? f->file : NULL, 0));
         return;
     default: /* "0": null */
+        vs_add(c, out, simple(V_NULL, NULL));
         return;
     }
+}
+
+/* Values stored into the variable `root` (of frame f) at `path` by f's function: stores through
+ * it (*out = k, s->fwd = k, ks[1] = k), stores through local pointers to it, and what the
+ * functions it is passed to store there (to the depth bound). Returns how many such facts there
+ * are, followed or reported. */
+static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vset *out)
+{
+    if (!f || !f->fn)
+        return 0;
+    cJSON *node = f->fn->node, *it;
+    int facts = 0;
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "stores"))
+    {
+        const sel *sp = NULL, *rest;
+        const cJSON *r = root_of(c, cJSON_GetObjectItemCaseSensitive(it, "t"), &sp);
+        if (r && same_root(r, root) && path_match(sp, path, &rest)) {
+            evalp(c, cJSON_GetObjectItemCaseSensitive(it, "e"), rest, f, out);
+            facts++;
+        }
+    }
+    /* local pointers to it: p = &o (or a copy: over-approximated as the same object) */
+    cJSON *locals = cJSON_GetObjectItemCaseSensitive(node, "locals"), *var;
+    cJSON_ArrayForEach(var, locals)
+    {
+        cJSON *a;
+        cJSON_ArrayForEach(a, var)
+        {
+            const sel *sp = NULL, *rest;
+            const cJSON *r = root_of(c, a, &sp);
+            if (!r || !same_root(r, root) || !path_match(sp, path, &rest) || var->string[0] == 'p')
+                continue;
+            cJSON *ref = cJSON_CreateArray(); /* ["l", id] for the alias */
+            if (!ref) {
+                c->oom = 1;
+                return facts;
+            }
+            cJSON_AddItemToArray(ref, cJSON_CreateString("l"));
+            cJSON_AddItemToArray(ref, cJSON_CreateString(var->string));
+            if (busy_enter(c, f, loc_key(c, "alias", var->string, rest))) {
+                facts += stores_in(c, ref, rest, f, out);
+                busy_leave(c);
+            }
+            cJSON_Delete(ref);
+        }
+    }
+    /* the functions it is passed to */
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "calls"))
+    {
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "a"), *a;
+        int j = 0, line = line_of(it);
+        for (a = args ? args->child : NULL; a; a = a->next, j++) {
+            const sel *sp = NULL, *rest;
+            const cJSON *r = root_of(c, a, &sp);
+            if (!r || !same_root(r, root) || !path_match(sp, path, &rest))
+                continue;
+            facts++;
+            vset callees = {0};
+            eval(c, cJSON_GetObjectItemCaseSensitive(it, "f"), f, &callees);
+            for (size_t i = 0; i < callees.n; i++) {
+                value *v = &callees.v[i];
+                fninfo *callee = v->kind == V_FUNC ? tk_map_get(&c->lk->fn_by_usr, v->s) : NULL;
+                char what[600];
+                const cJSON *nm = tag(root)[0] == 'l' ? arg(root, 2) : NULL;
+                snprintf(what, sizeof what, "%s", cJSON_IsString(nm) ? nm->valuestring : "a value");
+                if (v->kind == V_UNKNOWN) {
+                    vs_add(c, out, unknown_at(arena_printf(c, "indirect call: '%s' is passed to a function the analyzer cannot resolve, which may store a kernel there", what),
+                                              f->file, line));
+                } else if (v->kind == V_FUNC && !callee) {
+                    const char *fname = strrchr(v->s, '@');
+                    vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is passed to '%s', which has no definition in the scanned sources: what it stores there is not followed",
+                                                           what, fname ? fname + 1 : v->s),
+                                              f->file, line));
+                } else if (callee && !on_chain(f, callee)) {
+                    if (f->depth + 1 > c->lk->max_depth) {
+                        vs_add(c, out, depth_limit(c, f, callee->name, line));
+                        continue;
+                    }
+                    frame *cf = new_frame(c, callee, args, f, f, f->depth + 1);
+                    cJSON *pref = cJSON_CreateArray();
+                    if (!cf || !pref) {
+                        cJSON_Delete(pref);
+                        c->oom = 1;
+                        return facts;
+                    }
+                    cJSON_AddItemToArray(pref, cJSON_CreateString("p"));
+                    cJSON_AddItemToArray(pref, cJSON_CreateNumber(j));
+                    stores_in(c, pref, rest, cf, out);
+                    cJSON_Delete(pref);
+                } else if (callee) {
+                    c->cuts++;
+                }
+            }
+        }
+    }
+    return facts;
 }
 
 /* --- walking an op ------------------------------------------------------------------------ */
@@ -492,8 +844,8 @@ static void walk(opctx *c, frame *f);
 
 static void enter(opctx *c, frame *f, fninfo *callee, cJSON *args, int line)
 {
-    if (on_chain(f, callee))
-        return; /* a cycle: its launches are already being collected */
+    if (!new_context(c, f, callee, args))
+        return; /* a cycle that repeats a context: its launches are already being collected */
     if (f->depth + 1 > c->lk->max_depth) {
         value v = depth_limit(c, f, callee->name, line);
         add_unresolved(c, v.file, v.line, v.s);
@@ -504,6 +856,46 @@ static void enter(opctx *c, frame *f, fninfo *callee, cJSON *args, int line)
         walk(c, cf);
 }
 
+/* The call path of the activation f as "op -> helper -> ...". */
+static void via_text(const frame *f, char *path, size_t size)
+{
+    cJSON *via = via_of(f);
+    path[0] = '\0';
+    for (cJSON *v = via ? via->child : NULL; v; v = v->next)
+        snprintf(path + strlen(path), size - strlen(path), "%s%s", v == via->child ? "" : " -> ", v->valuestring);
+    cJSON_Delete(via);
+}
+
+/* tk-undeclared-mutation: each argument the kernel writes through is followed back, through
+ * helpers' parameters and locals, to the op inputs it can be; one the op's schema keeps
+ * constant is a finding. */
+static void check_mutation(opctx *c, frame *f, const cJSON *launch, const char *kernel, const cJSON *kdef)
+{
+    const cJSON *args = cJSON_GetObjectItemCaseSensitive(launch, "args");
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(kdef, "params"), *w;
+    if (cJSON_GetArraySize(args) != cJSON_GetArraySize(params))
+        return; /* tk-arg-mismatch's finding */
+    cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(kdef, "writes"))
+    {
+        const cJSON *a = cJSON_GetArrayItem(args, w->valueint);
+        const cJSON *e = cJSON_GetObjectItemCaseSensitive(a, "e");
+        if (!e)
+            continue;
+        vset vs = {0};
+        eval(c, e, f, &vs);
+        for (size_t i = 0; i < vs.n; i++) {
+            const value *v = &vs.v[i];
+            if (v->kind != V_INPUT || v->idx < 0)
+                continue;
+            char via[512] = "";
+            if (v->fn != f->fn)
+                via_text(f, via, sizeof via);
+            tk_check_mutation(c->diags, f->file, a, kernel, cJSON_GetArrayItem(params, w->valueint), v->idx, v->fn->op,
+                              cJSON_GetObjectItemCaseSensitive(v->fn->node, "schema")->valuestring, *via ? via : NULL);
+        }
+    }
+}
+
 static void walk(opctx *c, frame *f)
 {
     cJSON *node = f->fn->node;
@@ -511,11 +903,8 @@ static void walk(opctx *c, frame *f)
     cJSON *raw = c->diags ? cJSON_GetObjectItemCaseSensitive(node, "raw") : NULL;
     cJSON_ArrayForEach(it, raw)
     {
-        cJSON *via = via_of(f);
-        char path[512] = "";
-        for (cJSON *v = via->child; v; v = v->next)
-            snprintf(path + strlen(path), sizeof(path) - strlen(path), "%s%s", v == via->child ? "" : " -> ", v->valuestring);
-        cJSON_Delete(via);
+        char path[512];
+        via_text(f, path, sizeof path);
         const char *kernel = cJSON_GetObjectItemCaseSensitive(it, "kernel")->valuestring;
         tk_diag_add(c->diags, f->file, tk_json_int(it, "line", 0), tk_json_int(it, "col", 0), tk_json_int(it, "ecol", 0), "error", "tk-raw-launch",
                     "%s%s%s launched with %s inside op '%s' (via %s): invisible to export and packaging; launch it with tk_wrap",
@@ -527,8 +916,10 @@ static void walk(opctx *c, frame *f)
         vset ks = {0};
         eval(c, cJSON_GetObjectItemCaseSensitive(it, "k"), f, &ks);
         int lline = tk_json_int(it, "line", 0), lcol = tk_json_int(it, "col", 0), lecol = tk_json_int(it, "ecol", 0);
+        int accounted = 0; /* a kernel found, or a reason why not */
         for (size_t i = 0; i < ks.n; i++) {
             value *v = &ks.v[i];
+            accounted |= v->kind != V_NULL;
             if (v->kind == V_KERNEL) {
                 add_kernel(c, v->s, f);
                 cJSON *def = tk_map_get(&c->lk->kernel_by_name, v->s);
@@ -536,35 +927,48 @@ static void walk(opctx *c, frame *f)
                     tk_diag_add(c->diags, f->file, lline, lcol, lecol, "error", "tk-undefined-kernel",
                                 "kernel '%s' launched by op '%s' has no TK_KERNEL definition in the scanned sources",
                                 v->s, c->op->op);
-                else if (c->diags)
-                    tk_check_launch(c->diags, f->file, it, v->s, def, f->fn->op ? f->fn->op : c->op->op,
-                                    f->fn->op ? cJSON_GetObjectItemCaseSensitive(node, "schema")->valuestring : NULL);
+                else if (c->diags) {
+                    tk_check_launch(c->diags, f->file, it, v->s, def);
+                    check_mutation(c, f, it, v->s, def);
+                }
             } else if (v->kind == V_UNKNOWN) {
                 int here = !v->line || v->line == lline;
                 add_unresolved_at(c, v->line ? v->file : f->file, v->line ? v->line : lline, here ? lcol : 1,
                                   here ? lecol : 0, v->s);
+            } else if (v->kind != V_NULL) {
+                add_unresolved_at(c, f->file, lline, lcol, lecol,
+                                  v->kind == V_FUNC    ? "unknown value: the kernel expression denotes a function, not a kernel handle"
+                                  : v->kind == V_INPUT ? "unknown value: the kernel expression denotes a tensor, not a kernel handle"
+                                                       : "unknown value: the kernel expression denotes a struct or table, not a kernel handle");
             }
-            else
-                add_unresolved(c, f->file, tk_json_int(it, "line", 0),
-                               v->kind == V_FUNC ? "unknown value: the kernel expression denotes a function, not a kernel handle"
-                                                 : "unknown value: the kernel expression denotes a struct or table, not a kernel handle");
         }
+        /* never silently empty: every launch has kernels or says why it has none */
+        if (!accounted && !c->oom)
+            add_unresolved_at(c, f->file, lline, lcol, lecol,
+                              "unknown value: no kernel handle reaches this tk_wrap (the kernel expression is NULL, or "
+                              "set only where the analyzer does not look)");
     }
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "calls"))
     {
         vset fs = {0};
-        eval(c, cJSON_GetObjectItemCaseSensitive(it, "f"), f, &fs);
+        cJSON *fe = cJSON_GetObjectItemCaseSensitive(it, "f");
+        eval(c, fe, f, &fs);
+        int line = tk_json_int(it, "line", 0), accounted = 0;
         for (size_t i = 0; i < fs.n; i++) {
             value *v = &fs.v[i];
+            accounted |= v->kind != V_NULL;
             if (v->kind == V_UNKNOWN) {
-                add_unresolved(c, f->file, tk_json_int(it, "line", 0),
-                               arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s, NULL, 0));
+                add_unresolved(c, f->file, line, arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s));
                 continue;
             }
             fninfo *callee = v->kind == V_FUNC ? tk_map_get(&c->lk->fn_by_usr, v->s) : NULL;
             if (callee && callee->may_launch)
-                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), tk_json_int(it, "line", 0));
+                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), line);
         }
+        if (!accounted && !c->oom && strcmp(tag(fe), "f") != 0)
+            add_unresolved(c, f->file, line,
+                           "indirect call: no function reaches this call through a pointer (it is NULL, or set only where "
+                           "the analyzer does not look)");
     }
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "opcalls"))
     {
@@ -577,7 +981,7 @@ static void walk(opctx *c, frame *f)
         if (!op) {
             add_unresolved(c, f->file, tk_json_int(it, "line", 0),
                            arena_printf(c, "unknown value: op '%s' called through tk_call is not defined in the scanned sources",
-                                        name->valuestring, NULL, 0));
+                                        name->valuestring));
             continue;
         }
         enter(c, f, op, NULL, tk_json_int(it, "line", 0));
@@ -599,13 +1003,86 @@ static int may_launch_direct(cJSON *fnode)
     return 0;
 }
 
+/* Calls fn(lk, root, owner) for every variable a function's stores, call arguments and local
+ * assignments are rooted in; stops at the first nonzero return. */
+static int each_root(linker *lk, cJSON *fnode, fninfo *owner, int (*fn)(linker *, const cJSON *, fninfo *))
+{
+    static const char *const lists[] = {"stores", "calls"};
+    for (int l = 0; l < 2; l++) {
+        cJSON *it, *a;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(fnode, lists[l]))
+        {
+            if (l == 0) {
+                const cJSON *r = root_node(cJSON_GetObjectItemCaseSensitive(it, "t"));
+                if (r && fn(lk, r, owner))
+                    return 1;
+                continue;
+            }
+            cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(it, "a"))
+            {
+                const cJSON *r = root_node(a);
+                if (r && fn(lk, r, owner))
+                    return 1;
+            }
+        }
+    }
+    cJSON *var, *a;
+    cJSON_ArrayForEach(var, cJSON_GetObjectItemCaseSensitive(fnode, "locals"))
+    cJSON_ArrayForEach(a, var)
+    {
+        const cJSON *r = root_node(a);
+        if (r && fn(lk, r, owner))
+            return 1;
+    }
+    return 0;
+}
+
+static int count_global_root(linker *lk, const cJSON *r, fninfo *owner)
+{
+    (void)owner;
+    lk->nglobs += tag(r)[0] == 'g'; /* an upper bound on the globals only stores touch */
+    return 0;
+}
+
+/* Records that owner touches the global r (stores below it, points at it, passes it on). */
+static int touch_global(linker *lk, const cJSON *r, fninfo *owner)
+{
+    if (tag(r)[0] != 'g')
+        return 0;
+    const char *usr = arg(r, 1)->valuestring;
+    globinfo *g = tk_map_get(&lk->glob_by_usr, usr);
+    if (!g) {
+        g = &lk->globs[lk->nglobs++];
+        g->name = arg(r, 2)->valuestring;
+        if (tk_map_put(&lk->glob_by_usr, usr, g))
+            return 1;
+    }
+    if (g->ntouch && g->touch[g->ntouch - 1] == owner)
+        return 0;
+    if (g->ntouch == g->captouch) {
+        size_t cap = g->captouch ? g->captouch * 2 : 4;
+        fninfo **t = realloc(g->touch, cap * sizeof(*t));
+        if (!t)
+            return 1;
+        g->touch = t;
+        g->captouch = cap;
+    }
+    g->touch[g->ntouch++] = owner;
+    return 0;
+}
+
 static int link_summaries(linker *lk, cJSON *const *sums, size_t n)
 {
     size_t nf = 0, ng = 0;
     for (size_t i = 0; i < n; i++) {
         nf += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "funcs"));
         ng += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "globals"));
+        cJSON *it;
+        cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sums[i], "funcs"))
+            each_root(lk, it, NULL, count_global_root);
     }
+    ng += lk->nglobs;
+    lk->nglobs = 0;
     lk->fns = calloc(nf + 1, sizeof(*lk->fns));
     lk->globs = calloc(ng + 1, sizeof(*lk->globs));
     if (!lk->fns || !lk->globs)
@@ -655,6 +1132,9 @@ static int link_summaries(linker *lk, cJSON *const *sums, size_t n)
             g->facts[g->n] = it;
             g->files[g->n++] = file;
         }
+        cJSON *idents = cJSON_GetObjectItemCaseSensitive(sums[i], "idents");
+        if (idents && !tk_map_get(&lk->idents_by_file, file) && tk_map_put(&lk->idents_by_file, file, idents))
+            return TK_ENOMEM;
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(sums[i], "kernels"))
         {
             const char *name = cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring;
@@ -664,6 +1144,10 @@ static int link_summaries(linker *lk, cJSON *const *sums, size_t n)
             }
         }
     }
+    /* the functions that store below each global, point at it or pass it on */
+    for (size_t i = 0; i < lk->nfns; i++)
+        if (each_root(lk, lk->fns[i].node, &lk->fns[i], touch_global))
+            return tk_error_set(TK_ENOMEM, "out of memory");
     /* callers of each function, through direct calls */
     for (size_t i = 0; i < lk->nfns; i++) {
         cJSON *call;
@@ -714,6 +1198,7 @@ static void linker_release(linker *lk)
     for (size_t i = 0; i < lk->nglobs; i++) {
         free(lk->globs[i].facts);
         free(lk->globs[i].files);
+        free(lk->globs[i].touch);
     }
     free(lk->fns);
     free(lk->globs);
@@ -722,6 +1207,7 @@ static void linker_release(linker *lk)
     tk_map_release(&lk->glob_by_usr);
     tk_map_release(&lk->kernel_by_name);
     tk_map_release(&lk->kernel_file);
+    tk_map_release(&lk->idents_by_file);
 }
 
 static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
@@ -812,48 +1298,20 @@ static void check_op(linker *lk, fninfo *op, cJSON *diags)
                     sc.nrets == 1 ? "" : "s");
 }
 
-/* Whether the identifier `name` appears as a token in the file's code outside comments and
- * preprocessor lines (a TK_AUTOTUNE parameter reaches the kernel as -DNAME=value; its
- * #ifndef/#define default does not count as a use). -1 when the file cannot be read. */
-static int source_uses(const char *path, const char *name)
+/* Whether the identifier `name` appears in the code of the file defining a kernel, outside
+ * comments and preprocessor lines (a TK_AUTOTUNE parameter reaches the kernel as -DNAME=value;
+ * its #ifndef/#define default does not count as a use). The frontend collected the file's
+ * identifiers from the buffer clang parsed, so an editor's unsaved text counts, not the disk's.
+ * -1 when the file's summary has no such list. */
+static int source_uses(const linker *lk, const char *path, const char *name)
 {
-    char *text = NULL;
-    size_t len = 0, nl = strlen(name);
-    if (tk_file_read(&text, &len, path, 64u << 20) != 0) {
-        tk_error_clear();
+    const cJSON *idents = tk_map_get(&lk->idents_by_file, path), *w;
+    if (!idents)
         return -1;
-    }
-    int used = 0, line_start = 1, directive = 0;
-    for (size_t i = 0; i < len && !used; i++) {
-        char ch = text[i];
-        if (ch == '\n') {
-            line_start = 1;
-            directive = directive && i > 0 && text[i - 1] == '\\';
-            continue;
-        }
-        if (ch == '/' && i + 1 < len && text[i + 1] == '/') { /* comments do not use anything */
-            while (i + 1 < len && text[i + 1] != '\n')
-                i++;
-            continue;
-        }
-        if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
-            const char *end = strstr(text + i + 2, "*/");
-            for (size_t stop = end ? (size_t)(end - text) + 1 : len; i < stop; i++)
-                if (text[i] == '\n')
-                    line_start = 1;
-            continue;
-        }
-        if (line_start && ch == '#')
-            directive = 1;
-        if (ch != ' ' && ch != '\t')
-            line_start = 0;
-        int starts = i == 0 || !(isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_');
-        if (!directive && starts && !strncmp(text + i, name, nl) &&
-            !(isalnum((unsigned char)text[i + nl]) || text[i + nl] == '_'))
-            used = 1;
-    }
-    free(text);
-    return used;
+    cJSON_ArrayForEach(w, idents)
+    if (cJSON_IsString(w) && !strcmp(w->valuestring, name))
+        return 1;
+    return 0;
 }
 
 /* The offset of word in the space-separated list (for a caret under it). */
@@ -922,7 +1380,7 @@ static void check_tune(linker *lk, const char *file, const cJSON *t, cJSON *diag
                     known.buf ? known.buf : "none");
     tk_strbuf_release(&known);
     for (int i = 0; i < nparams && kfile; i++)
-        if (source_uses(kfile, names[i]) == 0) {
+        if (source_uses(lk, kfile, names[i]) == 0) {
             char *rel = tk_path_relative_to_cwd(kfile);
             tk_diag_add(diags, file, pline, pcol + 1 + name_offset(params, names[i]), 0, "error", "tk-bad-autotune",
                         "TK_AUTOTUNE of '%s': parameter '%s' is not used by the kernel's source %s, so every "
