@@ -598,6 +598,138 @@ static void resolve__call_through_unbound_function_pointer_parameter_is_unresolv
     cJSON_Delete(root);
 }
 
+/* ---- stores through memory, precision, recursion, no silent drop (issue 15) ---- */
+
+static void resolve__kernel_stored_through_out_parameter_is_found(void **state) {
+    (void)state;
+    cJSON *root = analyze_fixture("stores");
+    /* *out = k in st_pick, and in st_pick_inner, which st_pick passes the out-parameter to */
+    cJSON *op = find_op(root, "test::out_param");
+    assert_resolved(op, "st_k_out,st_k_out2");
+    /* the launch is in the op: the helpers only store the handle */
+    assert_via(op, "st_k_out2", "st_out_op");
+    /* through a local alias of the out-parameter */
+    assert_resolved(find_op(root, "test::alias_store"), "st_k_alias");
+    cJSON_Delete(root);
+}
+
+static void resolve__kernel_stored_in_struct_fields_at_run_time_is_found_field_sensitively(void **state) {
+    (void)state;
+    cJSON *root = analyze_fixture("stores");
+    /* .fwd is stored by a helper; .bwd, stored by the op, is not read */
+    assert_resolved(find_op(root, "test::field_store"), "st_k_field");
+    /* stored through a local pointer to the struct, read by a helper through its parameter */
+    assert_resolved(find_op(root, "test::field_store_helper"), "st_k_field_bwd");
+    /* memory from malloc holds only what is stored into it */
+    assert_resolved(find_op(root, "test::heap_store"), "st_k_heap");
+    /* a file-scope struct without initializer, stored by a function no op calls */
+    assert_resolved(find_op(root, "test::global_field_store"), "st_k_global");
+    cJSON_Delete(root);
+}
+
+static void resolve__array_element_stores_follow_constant_indices(void **state) {
+    (void)state;
+    cJSON *root = analyze_fixture("stores");
+    assert_resolved(find_op(root, "test::element_store_one"), "st_k_elem1");
+    assert_resolved(find_op(root, "test::element_store"), "st_k_elem0,st_k_elem1");
+    cJSON_Delete(root);
+}
+
+static void resolve__constant_index_into_a_constant_table_selects_one_entry(void **state) {
+    (void)state;
+    cJSON *root = analyze_fixture("precision");
+    assert_resolved(find_op(root, "test::const_index"), "pr_k2_fwd");
+    assert_resolved(find_op(root, "test::enum_index"), "pr_k1_bwd");
+    /* [PR_BF16] = {...} written first: the designator, not the position, is the index */
+    assert_resolved(find_op(root, "test::designated_index"), "pr_k2_fwd");
+    assert_resolved(find_op(root, "test::pointer_arith_index"), "pr_k1_fwd");
+    /* a runtime index still takes every entry's field, and only that field */
+    assert_resolved(find_op(root, "test::dynamic_index"), "pr_k0_fwd,pr_k1_fwd,pr_k2_fwd");
+    cJSON_Delete(root);
+}
+
+static void resolve__gnu_elvis_and_statement_expressions_resolve(void **state) {
+    (void)state;
+    cJSON *root = analyze_fixture("precision");
+    assert_resolved(find_op(root, "test::gnu_elvis"), "pr_k_first,pr_k_fallback");
+    assert_resolved(find_op(root, "test::statement_expression"), "pr_k_stmt,pr_k_stmt_other");
+    cJSON_Delete(root);
+}
+
+static void resolve__kernel_passed_only_through_recursion_is_found(void **state) {
+    (void)state;
+    cJSON *root = analyze_fixture("recursion");
+    assert_resolved(find_op(root, "test::recursive_argument"), "rc_k_first,rc_k_last");
+    assert_resolved(find_op(root, "test::recursive_return"), "rc_k_outer,rc_k_inner");
+    cJSON_Delete(root);
+
+    /* re-entering is bounded by the depth: beyond it, what recursion adds is a depth limit */
+    tk_analyze_options opts = test_options();
+    opts.max_depth = 1;
+    const char *paths[] = {"recursion"};
+    root = analyze_paths(&opts, paths, 1, NULL);
+    cJSON *op = find_op(root, "test::recursive_argument");
+    assert_kernels(op, "rc_k_first");
+    cJSON *u = assert_unresolved_reason_prefix(op, "depth limit");
+    assert_int_equal(get_int(u, "line"), tk_line_of("recursion/op.c", "return rc_run(ctx, n == 1"));
+    cJSON_Delete(root);
+}
+
+/* Each launch of silent/ may miss kernels: the op carries an unresolved entry naming the pattern,
+ * and lint reports it at the launch. */
+static void silent__launches_that_may_be_incomplete_are_unresolved_and_lint_findings(void **state) {
+    (void)state;
+    static const struct {
+        const char *op, *kernels, *needle, *reason;
+    } expect[] = {
+        {"test::never_assigned", "", "return tk_wrap(ctx, k,",
+         "unknown value: local 'k' of 'sl_unassigned_op' is declared without a value and never assigned"},
+        {"test::extern_out_param", "sl_k_known", "sl_maybe_override(&k);",
+         "unknown value: 'k' is passed to 'sl_maybe_override', which has no definition in the scanned sources: "
+         "what it stores there is not followed"},
+        {"test::escaped_field", "", "return tk_wrap(ctx, ops.fwd,",
+         "unknown value: no value the analyzer follows is stored in 'ops.fwd' (a local of 'sl_escaped_op')"},
+        {"test::unset_function_field", "", "return ops.run(",
+         "indirect call: the called function could not be resolved (unknown value: no value the analyzer follows "
+         "is stored in 'ops.run' (a local of 'sl_unset_call_op'))"},
+        {"test::null_kernel", "", "return tk_wrap(ctx, none,",
+         "unknown value: no kernel handle reaches this tk_wrap (the kernel expression is NULL, or set only where "
+         "the analyzer does not look)"},
+    };
+    tk_analyze_options opts = test_options();
+    opts.lint = 1;
+    const char *paths[] = {"silent"};
+    cJSON *root = analyze_paths(&opts, paths, 1, NULL);
+    assert_no_parse_errors(root);
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        cJSON *op = find_op(root, expect[i].op);
+        assert_kernels(op, expect[i].kernels);
+        int line = tk_line_of("silent/op.c", expect[i].needle);
+        assert_int_equal(cJSON_GetArraySize(get_array(op, "unresolved")), 1);
+        cJSON *u = cJSON_GetArrayItem(get_array(op, "unresolved"), 0);
+        assert_string_equal(get_string(u, "reason"), expect[i].reason);
+        assert_string_equal(get_string(u, "file"), "silent/op.c");
+        assert_int_equal(get_int(u, "line"), line);
+        /* and the lint finding, at the same place, with the op and the reason */
+        char message[1024];
+        snprintf(message, sizeof message, "cannot resolve the kernel launched by op '%s': %s", expect[i].op,
+                 expect[i].reason);
+        const cJSON *d, *hit = NULL;
+        cJSON_ArrayForEach(d, get_array(root, "diagnostics")) {
+            if (!strcmp(get_string(d, "message"), message))
+                hit = d;
+        }
+        if (!hit) {
+            print_diagnostics(root);
+            fail_msg("no lint finding '%s'", message);
+        }
+        assert_string_equal(get_string(hit, "rule"), "tk-unresolved-kernel");
+        assert_string_equal(get_string(hit, "file"), "silent/op.c");
+        assert_int_equal(get_int(hit, "line"), line);
+    }
+    cJSON_Delete(root);
+}
+
 /* ---- inputs: compile_commands.json, CUDA headers, broken and hostile files ---- */
 
 static void add_compdb_entry(cJSON *db, const char *directory, const char *file) {
@@ -1029,6 +1161,13 @@ int main(void) {
         TK_TEST(resolve__recursion_terminates_and_finds_kernels),
         TK_TEST(resolve__extern_function_without_definition_is_unknown_value),
         TK_TEST(resolve__call_through_unbound_function_pointer_parameter_is_unresolved),
+        TK_TEST(resolve__kernel_stored_through_out_parameter_is_found),
+        TK_TEST(resolve__kernel_stored_in_struct_fields_at_run_time_is_found_field_sensitively),
+        TK_TEST(resolve__array_element_stores_follow_constant_indices),
+        TK_TEST(resolve__constant_index_into_a_constant_table_selects_one_entry),
+        TK_TEST(resolve__gnu_elvis_and_statement_expressions_resolve),
+        TK_TEST(resolve__kernel_passed_only_through_recursion_is_found),
+        TK_TEST(silent__launches_that_may_be_incomplete_are_unresolved_and_lint_findings),
         TK_TEST(compdb__defines_include_dirs_and_nvcc_commands_are_honoured),
         TK_TEST(kernels__params_list_names_and_types),
         TK_TEST(kernels__cuda_half_and_bfloat16_params_parse_cleanly),

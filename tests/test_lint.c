@@ -838,6 +838,86 @@ static void e2e__undeclared_mutation_through_bf16_and_half(void **state) {
     cJSON_Delete(doc);
 }
 
+/* tk-undeclared-mutation follows in[0] through helpers (their parameters and locals, as kernels
+ * are resolved) and sees writes through atomics, local aliases, int8_t and struct elements; the
+ * near misses (a declared mutation, an output, a read-only parameter, a const input read through
+ * an alias, an atomic on the output) yield nothing. */
+static void e2e__undeclared_mutation_through_helpers_atomics_and_aliases(void **state) {
+    (void)state;
+    cJSON *doc = lint_run("mutation");
+    static const struct {
+        const char *needle, *message;
+    } expect[] = {
+        {"tk_wrap(ctx, mu_scale_k,",
+         "kernel 'mu_scale_k' writes through parameter 'x', which receives in[0] of op 'mu::helper' (passed along "
+         "mu_helper_op -> mu_prepare -> mu_scale), but the schema does not mark that input mutated (declare it "
+         "'Tensor(a!)')"},
+        {"mu_atomic_k, TK_DIM3", "kernel 'mu_atomic_k' writes through parameter 'x', which receives in[0] of op 'mu::atomic', but"},
+        {"mu_alias_k, TK_DIM3", "kernel 'mu_alias_k' writes through parameter 'x', which receives in[0] of op 'mu::alias', but"},
+        {"mu_cast_k, TK_DIM3", "kernel 'mu_cast_k' writes through parameter 'x', which receives in[0] of op 'mu::cast', but"},
+        {"mu_struct_k, TK_DIM3", "kernel 'mu_struct_k' writes through parameter 'pts', which receives in[0] of op 'mu::struct', but"},
+    };
+    size_t n = sizeof expect / sizeof expect[0];
+    if ((size_t)cJSON_GetArraySize(diags_of(doc)) != n) {
+        print_diags(doc);
+        fail_msg("mutation/: %d findings, expected %zu", cJSON_GetArraySize(diags_of(doc)), n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *d, *hit = NULL;
+        cJSON_ArrayForEach(d, diags_of(doc)) if (!strncmp(str_of(d, "message"), expect[i].message, strlen(expect[i].message))) hit = d;
+        if (!hit) {
+            print_diags(doc);
+            fail_msg("no finding '%s'", expect[i].message);
+        }
+        assert_string_equal(str_of(hit, "rule"), "tk-undeclared-mutation");
+        assert_string_equal(str_of(hit, "file"), "mutation/ops.c");
+        assert_int_equal(int_of(hit, "line"), tk_line_of("mutation/ops.c", expect[i].needle));
+    }
+    cJSON_Delete(doc);
+}
+
+/* The autotune check reads the kernel's source from the buffer clang parsed, so under the LSP an
+ * unsaved edit counts: here the buffer uses UNROLL and mentions BLOCK only in its #define and a
+ * comment, the opposite of the file on disk. */
+static void e2e__autotune_source_check_reads_the_editor_buffer(void **state) {
+    (void)state;
+    char abs[PATH_MAX];
+    assert_non_null(realpath("autotune/tuned.cu", abs));
+    const char *buf = "#include <tk/kernel.h>\n"
+                      "#ifndef UNROLL\n#define UNROLL 1\n#endif\n"
+                      "#ifndef BLOCK\n#define BLOCK 256\n#endif\n"
+                      "/* BLOCK is not used below */\n"
+                      "TK_KERNEL void tuned_k(const float *x, float *y, long long n)\n"
+                      "{\n"
+                      "    for (int u = 0; u < UNROLL; u++) {\n"
+                      "        long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x + u;\n"
+                      "        if (i < n)\n            y[i] = x[i];\n"
+                      "    }\n"
+                      "}\n";
+    tk_unsaved_file unsaved[] = {{abs, buf, strlen(buf)}};
+    tk_analyze_options opts = TK_ANALYZE_OPTIONS_INIT;
+    opts.no_cache = 1;
+    opts.jobs = 2;
+    opts.lint = 1;
+    opts.unsaved = unsaved;
+    opts.n_unsaved = 1;
+    const char *path = "autotune";
+    tk_analysis *a = NULL;
+    tk_assert_ok(tk_analysis_run(&a, &opts, &path, 1));
+    int block = 0, unroll = 0;
+    const cJSON *d;
+    cJSON_ArrayForEach(d, diags_of(tk_analysis_doc(a))) {
+        block += strstr(str_of(d, "message"), "parameter 'BLOCK' is not used") != NULL;
+        unroll += strstr(str_of(d, "message"), "parameter 'UNROLL' is not used") != NULL;
+    }
+    /* both declarations (cases.c and empty.c) name BLOCK; only cases.c names UNROLL */
+    if (block != 2 || unroll != 0) {
+        print_diags(tk_analysis_doc(a));
+        fail_msg("BLOCK findings %d (expected 2), UNROLL findings %d (expected 0)", block, unroll);
+    }
+    tk_analysis_free(a);
+}
+
 /* tk-bad-autotune's other findings, each under the argument at fault. */
 static void e2e__autotune_declarations_are_checked_against_the_kernel(void **state) {
     (void)state;
@@ -1080,6 +1160,8 @@ int main(void) {
         TK_TEST(e2e__defects_yield_exactly_one_finding_per_rule),
         TK_TEST(e2e__autotune_declarations_are_checked_against_the_kernel),
         TK_TEST(e2e__undeclared_mutation_through_bf16_and_half),
+        TK_TEST(e2e__undeclared_mutation_through_helpers_atomics_and_aliases),
+        TK_TEST(e2e__autotune_source_check_reads_the_editor_buffer),
         TK_TEST(e2e__defects_show_the_same_findings_in_all_three_formats),
         TK_TEST(e2e__checks_select_findings_on_defects),
         TK_TEST(e2e__clean_near_misses_yield_nothing_but_suppressed_findings),
