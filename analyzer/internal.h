@@ -3,20 +3,24 @@
  *
  * A summary records, for one file, only what its own text defines (never what it includes):
  *   {"v":SUMMARY_VERSION, "path":ABS, "diags":[{file,line,col,severity,rule,message}],
- *    "kernels":[{name,line,params:[{name,type}]}],                       TK_KERNEL definitions
+ *    "kernels":[{name,line,params:[{name,type,kind,size}],writes:[index]}], TK_KERNEL definitions
  *    "handles":[{name,line}],                                            TK_KERNEL_DECL
  *    "funcs":[{usr,name,line,static,op?,schema?,params:[names],
- *              launches:[{line,col,k:EXPR}],                             tk_wrap sites
+ *              launches:[{line,col,ecol,k:EXPR,args:[{kind,size,line,col,ecol,e?:EXPR}]}],
+ *                                                                        tk_wrap sites
  *              calls:[{line,col,f:EXPR,a:[EXPR]}],                       other calls
  *              opcalls:[{line,col,name|null}],                           tk_call sites
- *              rets:[EXPR], locals:{id:[EXPR]}, raw:[{line,col,kind,kernel}]}],
- *    "globals":[{usr,name,line,fn:USR|null,e:EXPR}]}                    initializers, stores
+ *              rets:[EXPR], locals:{id:[EXPR]}, raw:[{line,col,kind,kernel}],
+ *              stores:[{line,col,t:EXPR,e:EXPR}]}],                      *p = e, s->f = e, a[i] = e
+ *    "globals":[{usr,name,line,fn:USR|null,e:EXPR}],                    initializers, assignments
+ *    "idents":[name]}                 identifiers a kernel file's code uses (outside directives)
  * EXPR is a small array tree, evaluated by resolve.c:
  *   ["k",name] kernel handle      ["f",usr,name] function     ["g",usr,name] file-scope variable
- *   ["l",id] local variable       ["p",index] parameter       ["c",EXPR,[EXPR...],line] call
- *   ["u",[EXPR...]] any of        ["m",EXPR,field] member     ["i",EXPR] any element
- *   ["rec",{field:EXPR}] struct initializer   ["arr",[EXPR...]] array initializer
- *   ["0"] null / not a pointer    ["x"] a value that is not a kernel    ["?",reason,line] unknown */
+ *   ["l",id,name] local variable  ["p",index] parameter       ["c",EXPR,[EXPR...],line] call
+ *   ["u",[EXPR...]] any of        ["m",EXPR,field] member     ["i",EXPR,K?] element K (any without K)
+ *   ["rec",{field:EXPR}] struct initializer   ["arr",[EXPR...],[K...]] array initializer, indices
+ *   ["0"] null / not a pointer    ["x"] a value that is not a kernel    ["?",reason,line] unknown
+ * Pointers are looked through: &x, *x and x are one EXPR, p->f is ["m",p,f], p + 1 is ["i",p,1]. */
 #ifndef TK_ANALYZER_INTERNAL_H
 #define TK_ANALYZER_INTERNAL_H
 

@@ -41,12 +41,13 @@ const tk_lint_rule tk_lint_rules[] = {
      "tk_wrap whose kernel cannot be resolved",
      "The analyzer cannot tell which kernels a tk_wrap launch can denote: the kernel expression comes "
      "from a function with no definition in the scanned sources, an extern variable never assigned in "
-     "them, a parameter of a function nobody calls, memory the analyzer does not model, or a call "
-     "through a pointer it cannot resolve. The message says which.",
+     "them, a parameter of a function nobody calls, a local never assigned, memory the analyzer does "
+     "not follow, or a call through a pointer it cannot resolve. The message says which; a launch "
+     "whose kernel set may be incomplete is reported even when some kernels were found.",
      "Kernels the analyzer does not see are not compiled into packages, so the exported op fails at "
      "run time with an unknown kernel. Make the choice visible: reach TK_KERNEL_DECL handles through "
-     "locals, parameters, return values, struct initializers or tables defined in the scanned "
-     "sources, and include the files that define the helpers in the PATHs (or compile_commands.json). "
+     "locals, parameters, return values, struct fields, tables or out-parameters defined in the "
+     "scanned sources, and include the files that define the helpers in the PATHs (or compile_commands.json). "
      "Suppress with // NOLINT(tk-unresolved-kernel) on the tk_wrap line when the kernels reach the "
      "package another way."},
     {"tk-depth-limit", "DepthLimit", "warning",
@@ -78,8 +79,10 @@ const tk_lint_rule tk_lint_rules[] = {
      "with // NOLINT(tk-arg-mismatch) on the argument's line."},
     {"tk-undeclared-mutation", "UndeclaredMutation", "warning",
      "kernel writes an op input that the schema does not mark mutated",
-     "The kernel launched by an op writes through a pointer parameter that receives one of the op's "
-     "inputs (in[i]), and the op's schema does not mark that argument Tensor(a!).",
+     "The kernel launched by an op writes through a pointer parameter (an assignment, an atomic, a "
+     "local alias of the pointer; any element type) that receives one of the op's inputs (in[i]), "
+     "directly or through helper functions, and the op's schema does not mark that argument "
+     "Tensor(a!).",
      "Export and functionalization trust the schema: an input written in place but declared "
      "immutable is taken as unchanged, so a traced program may reorder, reuse or drop the write and "
      "compute wrong results silently, as a PyTorch custom op whose mutates_args misses an argument "
