@@ -116,6 +116,7 @@ typedef struct opctx {
     cJSON *unresolved; /* array of {file,line,reason} */
     cJSON *diags;      /* lint findings, NULL when not linting */
     fninfo *op;
+    cJSON *temps;      /* expressions made during resolution (variables as roots), freed at once */
     tk_map reached;    /* usr -> fninfo of every function resolution consulted (source closure) */
 } opctx;
 
@@ -683,6 +684,22 @@ static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out
     }
 }
 
+/* ["l",id] or ["p",index]: a variable as a root for stores_in, owned by the op's resolution. */
+static const cJSON *var_ref(opctx *c, const char *local, int param)
+{
+    cJSON *ref = cJSON_CreateArray();
+    if (!ref || !cJSON_AddItemToArray(c->temps, ref)) {
+        cJSON_Delete(ref);
+        c->oom = 1;
+        return NULL;
+    }
+    cJSON_AddItemToArray(ref, cJSON_CreateString(local ? "l" : "p"));
+    cJSON_AddItemToArray(ref, local ? cJSON_CreateString(local) : cJSON_CreateNumber(param));
+    if (!arg(ref, 1))
+        c->oom = 1;
+    return c->oom ? NULL : ref;
+}
+
 /* Values stored into the variable `root` (of frame f) at `path` by f's function: stores through
  * it (*out = k, s->fwd = k, ks[1] = k), stores through local pointers to it, and what the
  * functions it is passed to store there (to the depth bound). Returns how many such facts there
@@ -713,18 +730,13 @@ static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vse
             const cJSON *r = root_of(c, a, &sp);
             if (!r || !same_root(r, root) || !path_match(sp, path, &rest) || var->string[0] == 'p')
                 continue;
-            cJSON *ref = cJSON_CreateArray(); /* ["l", id] for the alias */
-            if (!ref) {
-                c->oom = 1;
+            const cJSON *ref = var_ref(c, var->string, 0);
+            if (!ref)
                 return facts;
-            }
-            cJSON_AddItemToArray(ref, cJSON_CreateString("l"));
-            cJSON_AddItemToArray(ref, cJSON_CreateString(var->string));
             if (busy_enter(c, f, loc_key(c, "alias", var->string, rest))) {
                 facts += stores_in(c, ref, rest, f, out);
                 busy_leave(c);
             }
-            cJSON_Delete(ref);
         }
     }
     /* the functions it is passed to */
@@ -760,16 +772,10 @@ static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vse
                         continue;
                     }
                     frame *cf = new_frame(c, callee, args, f, f, f->depth + 1);
-                    cJSON *pref = cJSON_CreateArray();
-                    if (!cf || !pref) {
-                        cJSON_Delete(pref);
-                        c->oom = 1;
+                    const cJSON *pref = var_ref(c, NULL, j);
+                    if (!cf || !pref)
                         return facts;
-                    }
-                    cJSON_AddItemToArray(pref, cJSON_CreateString("p"));
-                    cJSON_AddItemToArray(pref, cJSON_CreateNumber(j));
                     stores_in(c, pref, rest, cf, out);
-                    cJSON_Delete(pref);
                 } else if (callee) {
                     c->cuts++;
                 }
@@ -1219,6 +1225,8 @@ static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
     c.op = op;
     c.kernels = cJSON_CreateObject();
     c.unresolved = cJSON_CreateArray();
+    c.temps = cJSON_CreateArray();
+    c.oom = !c.kernels || !c.unresolved || !c.temps;
     frame *top = new_frame(&c, op, NULL, NULL, NULL, 0);
     if (top)
         walk(&c, top);
@@ -1256,6 +1264,7 @@ static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
     }
     tk_map_release(&c.reached);
     cJSON_Delete(c.kernels);
+    cJSON_Delete(c.temps);
     while (c.arena) {
         arena_block *next = c.arena->next;
         free(c.arena);
