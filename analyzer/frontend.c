@@ -24,7 +24,7 @@ typedef struct extract {
 typedef struct fnstate {
     extract *x;
     cJSON *usr;
-    cJSON *launches, *calls, *opcalls, *rets, *locals, *raw, *stores;
+    cJSON *launches, *calls, *opcalls, *rets, *locals, *raw, *stores, *escapes;
     CXCursor params[64];
     int nparams;
     int returns_interesting;
@@ -555,6 +555,55 @@ static void add_global(extract *x, CXCursor decl, const cJSON *fn_usr, unsigned 
 
 static cJSON *pos_obj(CXCursor c);
 
+/* The address of a local kept where resolve.c does not follow stores made through it: in memory,
+ * a file-scope variable or an aggregate initializer. Each is recorded in fs->escapes as
+ * {line, v: the local's id, into: where it went}, so a read of the local says it may miss
+ * values. Addresses passed to calls, or kept in local pointers, are followed instead. */
+typedef struct escape_ctx {
+    fnstate *fs;
+    unsigned line;
+    const char *into;
+} escape_ctx;
+
+static enum CXChildVisitResult find_escape(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    escape_ctx *ec = data;
+    enum CXCursorKind kind = clang_getCursorKind(c);
+    if (kind == CXCursor_CallExpr || kind == CXCursor_StmtExpr)
+        return CXChildVisit_Continue;
+    if (kind != CXCursor_UnaryOperator || clang_getCursorUnaryOperatorKind(c) != CXUnaryOperator_AddrOf)
+        return CXChildVisit_Recurse;
+    kids k;
+    get_expr_kids(c, &k);
+    CXCursor v = k.n == 1 ? strip(k.c[0]) : clang_getNullCursor();
+    for (int guard = 0; guard < 32 && !clang_Cursor_isNull(v); guard++) { /* &o.f, &ks[1]: o, ks */
+        enum CXCursorKind vk = clang_getCursorKind(v);
+        if (vk != CXCursor_MemberRefExpr && vk != CXCursor_ArraySubscriptExpr)
+            break;
+        get_expr_kids(v, &k);
+        v = k.n >= 1 ? strip(k.c[0]) : clang_getNullCursor();
+    }
+    if (!clang_Cursor_isNull(v) && clang_getCursorKind(v) == CXCursor_DeclRefExpr) {
+        CXCursor ref = clang_getCursorReferenced(v);
+        if (clang_getCursorKind(ref) == CXCursor_VarDecl && !is_global_var(ref)) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddNumberToObject(o, "line", ec->line);
+            cJSON_AddItemToObject(o, "v", local_id(ref));
+            cJSON_AddStringToObject(o, "into", ec->into);
+            cJSON_AddItemToArray(ec->fs->escapes, o);
+        }
+    }
+    return CXChildVisit_Continue;
+}
+
+static void note_escapes(fnstate *fs, CXCursor value, unsigned line, const char *into)
+{
+    escape_ctx ec = {fs, line, into};
+    if (find_escape(value, value, &ec) == CXChildVisit_Recurse)
+        clang_visitChildren(value, find_escape, &ec);
+}
+
 static void record_assign(fnstate *fs, CXCursor assign)
 {
     kids k;
@@ -571,6 +620,7 @@ static void record_assign(fnstate *fs, CXCursor assign)
         cJSON_AddItemToObject(st, "t", conv(fs, lhs, 0));
         cJSON_AddItemToObject(st, "e", conv(fs, k.c[1], 0));
         cJSON_AddItemToArray(fs->stores, st);
+        note_escapes(fs, k.c[1], cursor_line(assign), "in memory");
         return;
     }
     CXCursor ref = clang_getCursorReferenced(lhs);
@@ -582,6 +632,7 @@ static void record_assign(fnstate *fs, CXCursor assign)
         push_local(fs, cJSON_CreateString(buf), e);
     } else if (rk == CXCursor_VarDecl && is_global_var(ref)) {
         add_global(fs->x, ref, fs->usr, cursor_line(assign), e);
+        note_escapes(fs, k.c[1], cursor_line(assign), "in a file-scope variable");
     } else if (rk == CXCursor_VarDecl) {
         push_local(fs, local_id(ref), e);
     } else {
@@ -810,8 +861,11 @@ static enum CXChildVisitResult body_visit(CXCursor c, CXCursor parent, CXClientD
         if (!interesting_type(clang_getCursorType(c)))
             break;
         CXCursor init = clang_Cursor_getVarDeclInitializer(c);
-        if (!clang_Cursor_isNull(init))
-            push_local(fs, local_id(c), conv(fs, init, 0));
+        if (clang_Cursor_isNull(init))
+            break;
+        push_local(fs, local_id(c), conv(fs, init, 0));
+        if (clang_getCursorKind(strip(init)) == CXCursor_InitListExpr)
+            note_escapes(fs, init, cursor_line(c), "in an initializer");
         break;
     }
     case CXCursor_BinaryOperator:
@@ -1133,6 +1187,7 @@ static void summarize_function(extract *x, CXCursor fn)
     fs.locals = cJSON_AddObjectToObject(f, "locals");
     fs.raw = cJSON_AddArrayToObject(f, "raw");
     fs.stores = cJSON_AddArrayToObject(f, "stores");
+    fs.escapes = cJSON_AddArrayToObject(f, "escapes");
     clang_visitChildren(fn, body_visit, &fs);
     if (fs.is_op) {
         cJSON_AddNumberToObject(f, "in_max", fs.in_max);

@@ -11,7 +11,8 @@
  *              calls:[{line,col,f:EXPR,a:[EXPR]}],                       other calls
  *              opcalls:[{line,col,name|null}],                           tk_call sites
  *              rets:[EXPR], locals:{id:[EXPR]}, raw:[{line,col,kind,kernel}],
- *              stores:[{line,col,t:EXPR,e:EXPR}]}],                      *p = e, s->f = e, a[i] = e
+ *              stores:[{line,col,t:EXPR,e:EXPR}],                        *p = e, s->f = e, a[i] = e
+ *              escapes:[{line,v:id,into}]}],     &local kept in memory, a global, an initializer
  *    "globals":[{usr,name,line,fn:USR|null,e:EXPR}],                    initializers, assignments
  *    "idents":[name]}                 identifiers a kernel file's code uses (outside directives)
  * EXPR is a small array tree, evaluated by resolve.c:

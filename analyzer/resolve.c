@@ -423,6 +423,18 @@ static void eval_local(opctx *c, const cJSON *e, const sel *path, frame *f, vset
     }
     facts += stores_in(c, e, path, f, &here);
     busy_leave(c);
+    cJSON *esc;
+    cJSON_ArrayForEach(esc, cJSON_GetObjectItemCaseSensitive(f->fn->node, "escapes"))
+    {
+        /* its address was kept where stores through it are not followed: say what may be missing */
+        if (strcmp(tk_json_str(esc, "v", ""), id) != 0)
+            continue;
+        cJSON *nm = arg(e, 2);
+        vs_add(c, &here, unknown_at(arena_printf(c, "unknown value: the address of '%s' is stored %s, and what is stored through it is not followed",
+                                                 cJSON_IsString(nm) ? nm->valuestring : "?", tk_json_str(esc, "into", "")),
+                                    f->file, line_of(esc)));
+        facts++;
+    }
     if (!here.n && cuts == c->cuts && !c->oom) {
         /* nothing at all: never assigned, or stored only where the analyzer does not look */
         cJSON *nm = arg(e, 2);
