@@ -27,6 +27,7 @@ typedef struct job {
     tk_tu tu;
     cJSON *summary;
     int cached;
+    int header; /* a header among the paths: parsed on its own only when no source includes it */
 } job;
 
 typedef struct pool {
@@ -98,9 +99,95 @@ static int under(const char *path, const char *root)
     return strncmp(path, root, n) == 0 && (path[n] == '/' || path[n] == '\0');
 }
 
+/* Sources before headers, each by path. */
 static int cmp_job(const void *a, const void *b)
 {
-    return strcmp(((const job *)a)->tu.path, ((const job *)b)->tu.path);
+    const job *x = a, *y = b;
+    return x->header != y->header ? x->header - y->header : strcmp(x->tu.path, y->tu.path);
+}
+
+static int is_header(const char *path) { return tk_ends_with(path, ".h") || tk_ends_with(path, ".cuh"); }
+
+static int has_job(const struct pool *p, const char *path);
+
+static int has_job(const pool *p, const char *path)
+{
+    for (size_t j = 0; j < p->n; j++)
+        if (strcmp(p->jobs[j].tu.path, path) == 0)
+            return 1;
+    return 0;
+}
+
+/* Keeps, of the header jobs p->n..n_all, those no summarized source includes (their definitions
+ * came with the includers' summaries) and makes them the next jobs to run. */
+static int skip_included_headers(pool *p, size_t n_all)
+{
+    tk_map included = TK_MAP_INIT;
+    for (size_t i = 0; i < p->n; i++) {
+        const cJSON *h;
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(p->jobs[i].summary, "includes"))
+            if (cJSON_IsString(h) && tk_map_put(&included, h->valuestring, (void *)h)) {
+                tk_map_release(&included);
+                return tk_error_set(TK_ENOMEM, "out of memory");
+            }
+    }
+    size_t keep = p->n;
+    for (size_t i = p->n; i < n_all; i++) {
+        if (tk_map_get(&included, p->jobs[i].tu.path)) {
+            tk_tu_release(&p->jobs[i].tu);
+            continue;
+        }
+        job moved = p->jobs[i];
+        p->jobs[i] = (job){0};
+        p->jobs[keep++] = moved;
+    }
+    tk_map_release(&included);
+    p->n = keep;
+    return 0;
+}
+
+static int cmp_summary(const void *a, const void *b)
+{
+    const cJSON *x = *(const cJSON *const *)a, *y = *(const cJSON *const *)b;
+    int r = strcmp(tk_json_str(x, "path", ""), tk_json_str(y, "path", ""));
+    return r ? r : strcmp(tk_json_str(x, "config", ""), tk_json_str(y, "config", ""));
+}
+
+/* Every job's summary and, once per header and configuration, the summaries of the headers
+ * they included, sorted by path: what tk_resolve links. The array borrows them. */
+static int gather_summaries(const pool *p, cJSON ***out, size_t *n_out)
+{
+    size_t cap = p->n + 1, n = 0;
+    for (size_t i = 0; i < p->n; i++)
+        cap += (size_t)cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p->jobs[i].summary, "headers"));
+    cJSON **sums = calloc(cap, sizeof(*sums));
+    char (*keys)[PATH_MAX + 24] = calloc(cap, sizeof(*keys));
+    tk_map seen = TK_MAP_INIT;
+    int rc = sums && keys ? 0 : TK_ENOMEM;
+    for (size_t i = 0; i < p->n && !rc; i++) {
+        sums[n++] = p->jobs[i].summary;
+        cJSON *h;
+        cJSON_ArrayForEach(h, cJSON_GetObjectItemCaseSensitive(p->jobs[i].summary, "headers"))
+        {
+            char *key = keys[n];
+            snprintf(key, sizeof(keys[0]), "%s#%s", tk_json_str(h, "path", ""), tk_json_str(h, "config", ""));
+            if (tk_map_get(&seen, key) || has_job(p, tk_json_str(h, "path", "")))
+                continue;
+            if ((rc = tk_map_put(&seen, key, h)))
+                break;
+            sums[n++] = h;
+        }
+    }
+    tk_map_release(&seen);
+    free(keys);
+    if (rc) {
+        free(sums);
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    qsort(sums, n, sizeof(*sums), cmp_summary);
+    *out = sums;
+    *n_out = n;
+    return 0;
 }
 
 /* --- summarizing -------------------------------------------------------------------------- */
@@ -152,20 +239,22 @@ static void summarize_job(pool *p, CXIndex idx, job *j)
     }
     char key[65];
     tk_cache_key(&j->tu, content, len, key);
-    free(content);
     j->summary = tk_cache_get(p->cache, key);
     if (j->summary) {
+        free(content);
         j->cached = 1;
         return;
     }
     cJSON *deps = NULL;
     if (tk_frontend_summarize(&j->summary, &deps, idx, &j->tu, p->unsaved, p->n_unsaved) != 0) {
+        free(content);
         pthread_mutex_lock(&p->lock);
         p->oom = 1;
         pthread_mutex_unlock(&p->lock);
         return;
     }
-    tk_cache_put(p->cache, key, j->summary, deps);
+    tk_cache_put(p->cache, key, &j->tu, content, len, j->summary, deps);
+    free(content);
     cJSON_Delete(deps);
 }
 
@@ -243,6 +332,7 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
     char *cache_dir = NULL;
     cJSON **sums = NULL;
     int have_env = 0, have_cache = 0;
+    size_t n_all = 0; /* jobs made, whether run or not */
 
     if ((rc = tk_env_init(&env)))
         goto done;
@@ -316,15 +406,15 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
             memset(&cdb[i], 0, sizeof(cdb[i]));
         }
     }
-    for (size_t i = 0; i < files.n; i++) {
-        int known = 0;
-        for (size_t j = 0; j < p.n && !known; j++)
-            known = strcmp(p.jobs[j].tu.path, files.v[i]) == 0;
-        if (known)
-            continue;
-        if ((rc = tk_tu_make(&p.jobs[p.n].tu, files.v[i], NULL, 0, &env, opts->extra_args, opts->n_extra_args)))
-            goto done;
-        p.n++;
+    /* headers wait: those a source includes are read in its language, with its flags (below) */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < files.n; i++) {
+            if (is_header(files.v[i]) != pass || has_job(&p, files.v[i]))
+                continue;
+            if ((rc = tk_tu_make(&p.jobs[p.n].tu, files.v[i], NULL, 0, &env, opts->extra_args, opts->n_extra_args)))
+                goto done;
+            p.jobs[p.n++].header = pass;
+        }
     }
     qsort(p.jobs, p.n, sizeof(*p.jobs), cmp_job);
 
@@ -336,35 +426,44 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
     p.cache = &cache;
     p.progress = opts->progress && isatty(2);
     p.cancel = opts->cancel;
+    /* sources first; then the headers none of them includes, each parsed on its own */
+    n_all = p.n;
+    p.n = 0;
+    while (p.n < n_all && !p.jobs[p.n].header)
+        p.n++;
     if ((rc = run_pool(&p, opts->jobs)))
+        goto done;
+    if ((rc = skip_included_headers(&p, n_all)) || (rc = run_pool(&p, opts->jobs)))
         goto done;
     if (opts->cancel && *opts->cancel) {
         rc = tk_error_set(TK_EIO, "analysis canceled");
         goto done;
     }
 
-    sums = calloc(p.n + 1, sizeof(*sums));
     tk_analysis *a = calloc(1, sizeof(*a));
-    if (!sums || !a) {
-        free(a);
+    if (!a) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
     for (size_t i = 0; i < p.n; i++) {
-        sums[i] = p.jobs[i].summary;
         a->stats.files++;
         a->stats.cached += (size_t)p.jobs[i].cached;
         a->stats.parsed += (size_t)!p.jobs[i].cached;
-        a->stats.parse_errors += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sums[i], "diags")) > 0;
+        a->stats.parse_errors += cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(p.jobs[i].summary, "diags")) > 0;
     }
-    if ((rc = tk_resolve(&a->doc, sums, p.n, opts->max_depth, opts->lint)) || (rc = tk_output_finish(a->doc))) {
+    size_t nsums = 0;
+    if ((rc = gather_summaries(&p, &sums, &nsums))) {
+        free(a);
+        goto done;
+    }
+    if ((rc = tk_resolve(&a->doc, sums, nsums, opts->max_depth, opts->lint)) || (rc = tk_output_finish(a->doc))) {
         tk_analysis_free(a);
         goto done;
     }
     *out = a;
 done:
     free(sums);
-    for (size_t i = 0; i < p.n; i++) {
+    for (size_t i = 0; i < (p.n > n_all ? p.n : n_all); i++) {
         tk_tu_release(&p.jobs[i].tu);
         cJSON_Delete(p.jobs[i].summary);
     }

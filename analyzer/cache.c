@@ -1,9 +1,14 @@
 /* The on-disk summary cache: <dir>/analyzer/<key[0..1]>/<key>.json holds
- * {"deps":[[header, sha256]...], "summary":{...}}. The key covers the file's bytes, its
- * arguments and the analyzer and libclang versions; the deps cover the headers it includes, so
- * an edited header invalidates every file that includes it (ccache's "direct mode"). */
+ * {"deps":[[header, sha256]...], "absent":[path...], "summary":{...}}. The key covers the
+ * file's bytes, its arguments and the analyzer and libclang versions; the deps cover the headers
+ * it includes, so an edited header invalidates every file that includes it (ccache's "direct
+ * mode"); "absent" lists, for every #include and __has_include of the file and its headers, the
+ * places searched before the one that answered (or all of them, when none did), so a new header
+ * that would shadow an included one, or satisfy a __has_include, invalidates the entry too. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +19,12 @@
 #include "sha256.h"
 
 #define MAX_SOURCE_SIZE (64u << 20)
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
 
 int tk_cache_init(tk_cache *c, const char *dir)
 {
@@ -119,12 +130,15 @@ cJSON *tk_cache_get(tk_cache *c, const char *key)
     cJSON *entry = cJSON_Parse(text);
     free(text);
     cJSON *deps = cJSON_GetObjectItemCaseSensitive(entry, "deps");
+    cJSON *absent = cJSON_GetObjectItemCaseSensitive(entry, "absent");
     cJSON *summary = cJSON_DetachItemFromObjectCaseSensitive(entry, "summary");
-    int ok = cJSON_IsArray(deps) && cJSON_IsObject(summary);
+    int ok = cJSON_IsArray(deps) && cJSON_IsArray(absent) && cJSON_IsObject(summary);
     for (cJSON *d = ok ? deps->child : NULL; d && ok; d = d->next) {
         cJSON *p = cJSON_GetArrayItem(d, 0), *h = cJSON_GetArrayItem(d, 1);
         ok = cJSON_IsString(p) && cJSON_IsString(h) && strcmp(dep_digest(c, p->valuestring), h->valuestring) == 0;
     }
+    for (cJSON *a = ok ? absent->child : NULL; a && ok; a = a->next)
+        ok = cJSON_IsString(a) && !exists(a->valuestring); /* a new file there: another header */
     cJSON_Delete(entry);
     if (!ok) {
         cJSON_Delete(summary);
@@ -133,7 +147,168 @@ cJSON *tk_cache_get(tk_cache *c, const char *key)
     return summary;
 }
 
-void tk_cache_put(tk_cache *c, const char *key, const cJSON *summary, const cJSON *deps)
+/* --- absent paths ------------------------------------------------------------------------ */
+
+typedef struct search {
+    const char *quote[64], *angle[64]; /* -iquote dirs; then -I, -isystem, system, -idirafter */
+    int nquote, nangle;
+    char storage[8][PATH_MAX];         /* dirs made from --cuda-path */
+    int nstorage;
+} search;
+
+static void add_dir(const char **v, int *n, const char *dir)
+{
+    if (*n < 64 && dir && *dir)
+        v[(*n)++] = dir;
+}
+
+/* The include search order clang follows with tu's arguments (the part the cache can see). */
+static void search_of(const tk_tu *tu, search *s)
+{
+    memset(s, 0, sizeof(*s));
+    const char *after[64];
+    int nafter = 0, nsys = 0;
+    const char *sys[64];
+    for (int i = 0; i < tu->nargs; i++) {
+        const char *a = tu->args[i], *next = i + 1 < tu->nargs ? tu->args[i + 1] : NULL;
+        static const char *const opts[] = {"-iquote", "-isystem", "-idirafter", "-I"};
+        for (int o = 0; o < 4; o++) {
+            size_t n = strlen(opts[o]);
+            if (strncmp(a, opts[o], n) != 0)
+                continue;
+            const char *dir = a[n] ? a + n : next;
+            if (!a[n])
+                i++;
+            if (o == 0)
+                add_dir(s->quote, &s->nquote, dir);
+            else if (o == 1)
+                add_dir(sys, &nsys, dir);
+            else if (o == 2)
+                add_dir(after, &nafter, dir);
+            else
+                add_dir(s->angle, &s->nangle, dir);
+            break;
+        }
+        if (strncmp(a, "--cuda-path=", 12) == 0 && s->nstorage < 8) {
+            snprintf(s->storage[s->nstorage], PATH_MAX, "%s/include", a + 12);
+            add_dir(sys, &nsys, s->storage[s->nstorage++]);
+        }
+    }
+    for (int i = 0; i < nsys; i++)
+        add_dir(s->angle, &s->nangle, sys[i]);
+    add_dir(s->angle, &s->nangle, "/usr/local/include");
+    add_dir(s->angle, &s->nangle, "/usr/include");
+    for (int i = 0; i < nafter; i++)
+        add_dir(s->angle, &s->nangle, after[i]);
+}
+
+static void add_absent(cJSON *absent, tk_map *seen, const char *path)
+{
+    if (tk_map_get(seen, path))
+        return;
+    cJSON *p = cJSON_CreateString(path);
+    if (!p)
+        return;
+    cJSON_AddItemToArray(absent, p);
+    tk_map_put(seen, p->valuestring, p);
+}
+
+/* Records where a lookup of name (quoted or not) from a file in dir searched in vain. */
+static void probe(const search *s, const char *dir, const char *name, int quoted, cJSON *absent, tk_map *seen)
+{
+    char path[2 * PATH_MAX];
+    if (name[0] == '/')
+        return;
+    if (quoted) {
+        snprintf(path, sizeof(path), "%s/%s", dir, name);
+        if (exists(path))
+            return;
+        add_absent(absent, seen, path);
+        for (int i = 0; i < s->nquote; i++) {
+            snprintf(path, sizeof(path), "%s/%s", s->quote[i], name);
+            if (exists(path))
+                return;
+            add_absent(absent, seen, path);
+        }
+    }
+    for (int i = 0; i < s->nangle; i++) {
+        snprintf(path, sizeof(path), "%s/%s", s->angle[i], name);
+        if (exists(path))
+            return;
+        add_absent(absent, seen, path);
+    }
+}
+
+/* The names text includes or asks __has_include about, each probed from the file's folder. */
+static void probe_text(const search *s, const char *file, const char *text, size_t len, cJSON *absent, tk_map *seen)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", file);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    for (size_t i = 0; i < len; i++) {
+        size_t skip = 0;
+        if (text[i] == '#') {
+            size_t j = i + 1;
+            while (j < len && (text[j] == ' ' || text[j] == '\t'))
+                j++;
+            if (len - j >= 7 && strncmp(text + j, "include", 7) == 0)
+                skip = j + 7 - i;
+        } else if (len - i >= 13 && strncmp(text + i, "__has_include", 13) == 0 &&
+                   (i == 0 || !(isalnum((unsigned char)text[i - 1]) || text[i - 1] == '_'))) {
+            skip = 13;
+        }
+        if (!skip)
+            continue;
+        size_t j = i + skip;
+        while (j < len && (isalnum((unsigned char)text[j]) || text[j] == '_'))
+            j++; /* include_next, __has_include_next */
+        while (j < len && (text[j] == ' ' || text[j] == '\t' || text[j] == '('))
+            j++;
+        if (j >= len || (text[j] != '"' && text[j] != '<'))
+            continue;
+        char close = text[j] == '"' ? '"' : '>';
+        size_t k = j + 1;
+        while (k < len && text[k] != close && text[k] != '\n')
+            k++;
+        if (k >= len || text[k] != close || k - j - 1 >= PATH_MAX / 2)
+            continue;
+        char name[PATH_MAX / 2];
+        memcpy(name, text + j + 1, k - j - 1);
+        name[k - j - 1] = '\0';
+        probe(s, dir, name, close == '"', absent, seen);
+        i = k;
+    }
+}
+
+static cJSON *absent_paths(const tk_tu *tu, const char *content, size_t len, const cJSON *deps)
+{
+    cJSON *absent = cJSON_CreateArray();
+    search *s = malloc(sizeof(*s));
+    tk_map seen = TK_MAP_INIT;
+    if (!absent || !s) {
+        free(s);
+        return absent;
+    }
+    search_of(tu, s);
+    probe_text(s, tu->path, content, len, absent, &seen);
+    for (const cJSON *d = deps ? deps->child : NULL; d; d = d->next) {
+        char *text = NULL;
+        size_t n = 0;
+        if (tk_file_read(&text, &n, d->valuestring, MAX_SOURCE_SIZE) == 0)
+            probe_text(s, d->valuestring, text, n, absent, &seen);
+        else
+            tk_error_clear();
+        free(text);
+    }
+    tk_map_release(&seen);
+    free(s);
+    return absent;
+}
+
+void tk_cache_put(tk_cache *c, const char *key, const tk_tu *tu, const char *content, size_t len,
+                  const cJSON *summary, const cJSON *deps)
 {
     if (!c->dir)
         return;
@@ -152,6 +327,7 @@ void tk_cache_put(tk_cache *c, const char *key, const cJSON *summary, const cJSO
         cJSON_AddItemToArray(pair, cJSON_CreateString(dep_digest(c, d->valuestring)));
         cJSON_AddItemToArray(dl, pair);
     }
+    cJSON_AddItemToObject(entry, "absent", absent_paths(tu, content, len, deps));
     cJSON_AddItemReferenceToObject(entry, "summary", (cJSON *)summary);
     char *text = cJSON_PrintUnformatted(entry);
     cJSON_Delete(entry);

@@ -4,6 +4,7 @@
 #define _DEFAULT_SOURCE
 #include <clang-c/CXCompilationDatabase.h>
 #include <limits.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +79,7 @@ void tk_tu_release(tk_tu *tu)
         free(tu->args[i]);
     free(tu->args);
     free(tu->path);
+    free(tu->own_include);
     memset(tu, 0, sizeof(*tu));
 }
 
@@ -115,6 +117,73 @@ static void pushf(argv_b *a, const char *fmt, const char *x)
     push(a, buf);
 }
 
+/* CUDA 13 keeps CUB, Thrust and libcu++ in include/cccl, which nvcc searches and clang's
+ * --cuda-path does not. */
+static void push_cccl(argv_b *a, const tk_env *env)
+{
+    char dir[PATH_MAX];
+    struct stat st;
+    if (!env->cuda_home || snprintf(dir, sizeof(dir), "%s/include/cccl", env->cuda_home) >= (int)sizeof(dir) ||
+        stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        return;
+    push(a, "-isystem");
+    push(a, dir);
+}
+
+/* The language of a header parsed on its own (no file in the analysis includes it): what an
+ * editor mode line says (-*- C++ -*-, -*- cuda -*-), else what its code uses: CUDA's execution
+ * space keywords or launch syntax make it CUDA, templates, namespaces, classes or C++ headers
+ * make it C++, and anything else is C. */
+const char *tk_header_language(const char *path)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (tk_file_read(&text, &len, path, 64u << 20) != 0) {
+        tk_error_clear();
+        return "c"; /* the parse reports that it cannot be read */
+    }
+    const char *lang = "c";
+    const char *mode = strstr(text, "-*-");
+    const char *eol = mode ? strchr(mode, '\n') : NULL;
+    if (mode && (size_t)(mode - text) < 4096) {
+        size_t n = eol ? (size_t)(eol - mode) : strlen(mode);
+        char line[256];
+        snprintf(line, sizeof(line), "%.*s", (int)(n < sizeof(line) - 1 ? n : sizeof(line) - 1), mode);
+        for (char *c = line; *c; c++)
+            *c = (char)tolower((unsigned char)*c);
+        if (strstr(line, "cuda")) {
+            free(text);
+            return "cuda";
+        }
+        if (strstr(line, "c++")) {
+            free(text);
+            return "c++";
+        }
+    }
+    /* comments say nothing about the language */
+    for (char *c = text; *c; c++) {
+        char *end = c[0] == '/' && c[1] == '/' ? strchr(c, '\n') : c[0] == '/' && c[1] == '*' ? strstr(c + 2, "*/") : NULL;
+        if (c[0] == '/' && (c[1] == '/' || c[1] == '*')) {
+            char *stop = end ? end + (c[1] == '*' ? 2 : 0) : c + strlen(c);
+            memset(c, ' ', (size_t)(stop - c));
+            c = stop - 1;
+        }
+    }
+    static const char *const cuda[] = {"__global__", "__device__", "__shared__", "__host__", "<<<",
+                                       "cuda_runtime.h", "cuda_fp16.h", "cuda_bf16.h", "<cub/", "<thrust/", NULL};
+    static const char *const cxx[] = {"template <", "template<", "namespace ", "class ", "constexpr ", "nullptr",
+                                      "static_cast<", "<vector>", "<string>", "<cstdint>", "<cstddef>",
+                                      "<type_traits>", NULL};
+    for (int i = 0; cuda[i] && !strcmp(lang, "c"); i++)
+        if (strstr(text, cuda[i]))
+            lang = "cuda";
+    for (int i = 0; cxx[i] && !strcmp(lang, "c"); i++)
+        if (strstr(text, cxx[i]))
+            lang = "c++";
+    free(text);
+    return lang;
+}
+
 int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args, int n_compdb,
                const tk_env *env, const char *const *extra, size_t n_extra)
 {
@@ -125,9 +194,11 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
         if (strncmp(compdb_args[i], "-std=", 5) == 0 || strncmp(compdb_args[i], "--std=", 6) == 0)
             has_std = 1;
     }
-    int cuda = tk_ends_with(abs_path, ".cu") || tk_ends_with(abs_path, ".cuh");
+    const char *lang = tk_ends_with(abs_path, ".cu") || tk_ends_with(abs_path, ".cuh") ? "cuda"
+                       : tk_ends_with(abs_path, ".h") && !n_compdb ? tk_header_language(abs_path)
+                       : tk_ends_with(abs_path, ".c") ? "c" : NULL;
     pushf(&a, "-I%s", env->include_dir);
-    if (cuda) {
+    if (lang && strcmp(lang, "cuda") == 0) {
         push(&a, "-x");
         push(&a, "cuda");
         push(&a, "--cuda-host-only");
@@ -140,6 +211,7 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
         }
         /* CUDA 13 removed texture_fetch_functions.h; clang 19's CUDA wrapper still includes it */
         pushf(&a, "-I%s", env->shim_dir);
+        push_cccl(&a, env);
         if (!has_std)
             push(&a, "-std=c++17");
     } else {
@@ -147,7 +219,13 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
             push(&a, "-isystem");
             pushf(&a, "%s/include", env->cuda_home);
         }
-        if (tk_ends_with(abs_path, ".c") || tk_ends_with(abs_path, ".h")) {
+        if (lang && strcmp(lang, "c++") == 0) {
+            push(&a, "-x");
+            push(&a, "c++");
+            push_cccl(&a, env);
+            if (!has_std)
+                push(&a, "-std=c++17");
+        } else if (lang) {
             push(&a, "-x");
             push(&a, "c");
             if (!has_std)
@@ -161,12 +239,14 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
     for (size_t i = 0; i < n_extra; i++)
         push(&a, extra[i]);
     out->path = strdup(abs_path);
-    if (a.oom || !out->path) {
+    out->own_include = strdup(env->include_dir);
+    if (a.oom || !out->path || !out->own_include) {
         for (int i = 0; i < a.n; i++)
             free(a.v[i]);
         free(a.v);
         free(out->path);
-        out->path = NULL;
+        free(out->own_include);
+        out->path = out->own_include = NULL;
         return tk_error_set(TK_ENOMEM, "out of memory");
     }
     out->args = a.v;

@@ -7,17 +7,30 @@
 #include <string.h>
 
 #include "internal.h"
+#include "sha256.h"
 #include <tk/error.h>
 
 /* Deeper expressions than this are summarized as unknown: clang itself caps bracket nesting at
  * 256, and our conversion recurses once per level. */
 #define MAX_EXPR_DEPTH 96
 
+/* What one file defines: the translation unit's own summary, or the part for one header. */
+typedef struct unit {
+    CXFile file;
+    cJSON *sum;
+    int skip; /* a system header or tkexport's own: never summarized */
+} unit;
+
 typedef struct extract {
     CXTranslationUnit tu;
     CXFile mainf;
-    const char *path;
-    cJSON *funcs, *globals, *kernels, *handles, *tunes;
+    CXFile curf;                                 /* the file of the definition being summarized */
+    cJSON *funcs, *globals, *kernels, *handles, *tunes; /* that file's lists */
+    const char *own_include;
+    unit *units;
+    size_t nunits, capunits;
+    cJSON *internal;                             /* [usr, unit] of internal definitions in headers */
+    tk_map internal_unit;                        /* usr -> that pair */
 } extract;
 
 /* The function whose body is being visited. */
@@ -54,11 +67,107 @@ static void cursor_pos(CXCursor c, CXFile *file, unsigned *line, unsigned *col)
     clang_getExpansionLocation(clang_getCursorLocation(c), file, line, col, NULL);
 }
 
-static int in_main_file(extract *x, CXCursor c)
+static char *file_path(CXFile f)
+{
+    char *real = str_take(clang_File_tryGetRealPathName(f));
+    if (!*real) {
+        free(real);
+        real = str_take(clang_getFileName(f));
+    }
+    return real;
+}
+
+static cJSON *new_summary(const char *path)
+{
+    cJSON *s = cJSON_CreateObject();
+    cJSON_AddNumberToObject(s, "v", TK_SUMMARY_VERSION);
+    cJSON_AddStringToObject(s, "path", path);
+    cJSON_AddArrayToObject(s, "diags");
+    cJSON_AddArrayToObject(s, "kernels");
+    cJSON_AddArrayToObject(s, "handles");
+    cJSON_AddArrayToObject(s, "funcs");
+    cJSON_AddArrayToObject(s, "globals");
+    cJSON_AddArrayToObject(s, "tunes");
+    return s;
+}
+
+static int add_unit(extract *x, CXFile f, cJSON *sum, int skip)
+{
+    if (x->nunits == x->capunits) {
+        size_t cap = x->capunits ? x->capunits * 2 : 8;
+        unit *u = realloc(x->units, cap * sizeof(*u));
+        if (!u)
+            return -1;
+        x->units = u;
+        x->capunits = cap;
+    }
+    x->units[x->nunits].file = f;
+    x->units[x->nunits].sum = sum;
+    x->units[x->nunits].skip = skip;
+    return (int)x->nunits++;
+}
+
+static void select_unit(extract *x, const unit *u)
+{
+    x->curf = u->file;
+    x->funcs = cJSON_GetObjectItemCaseSensitive(u->sum, "funcs");
+    x->globals = cJSON_GetObjectItemCaseSensitive(u->sum, "globals");
+    x->kernels = cJSON_GetObjectItemCaseSensitive(u->sum, "kernels");
+    x->handles = cJSON_GetObjectItemCaseSensitive(u->sum, "handles");
+    x->tunes = cJSON_GetObjectItemCaseSensitive(u->sum, "tunes");
+}
+
+/* Makes the file where c was written the one being summarized: the main file, or a header
+ * reached through includes (its definitions read with the includer's language, flags and
+ * macros). 0 for a system header, tkexport's own, or no file. */
+static int enter_file(extract *x, CXCursor c)
 {
     CXFile f;
     cursor_pos(c, &f, NULL, NULL);
-    return f && clang_File_isEqual(f, x->mainf);
+    if (!f)
+        return 0;
+    for (size_t i = 0; i < x->nunits; i++)
+        if (clang_File_isEqual(f, x->units[i].file)) {
+            if (!x->units[i].skip)
+                select_unit(x, &x->units[i]);
+            return !x->units[i].skip;
+        }
+    char *path = file_path(f);
+    size_t own = x->own_include ? strlen(x->own_include) : 0;
+    CXSourceLocation loc = clang_getCursorLocation(c);
+    int skip = clang_Location_isInSystemHeader(loc) ||
+               (own && strncmp(path, x->own_include, own) == 0 && path[own] == '/');
+    cJSON *sum = skip ? NULL : new_summary(path);
+    free(path);
+    int i = add_unit(x, f, sum, skip);
+    if (i < 0 || (!skip && !sum)) {
+        cJSON_Delete(sum);
+        return 0;
+    }
+    if (!skip)
+        select_unit(x, &x->units[i]);
+    return !skip;
+}
+
+/* A definition with internal linkage in a header is one per includer: its USR gets the
+ * header's configuration (below), so includers that see different code keep apart. */
+static void note_internal(extract *x, CXCursor decl, const char *usr)
+{
+    CXFile f;
+    cursor_pos(decl, &f, NULL, NULL);
+    if (!f || clang_File_isEqual(f, x->mainf) || clang_getCursorLinkage(decl) != CXLinkage_Internal ||
+        tk_map_get(&x->internal_unit, usr))
+        return;
+    size_t u = 0;
+    while (u < x->nunits && !clang_File_isEqual(x->units[u].file, f))
+        u++;
+    if (u == x->nunits || x->units[u].skip)
+        return;
+    cJSON *pair = cJSON_CreateArray();
+    cJSON_AddItemToArray(pair, cJSON_CreateString(usr));
+    cJSON_AddItemToArray(pair, cJSON_CreateNumber((double)u));
+    cJSON_AddItemToArray(x->internal, pair);
+    tk_map_put(&x->internal_unit, cJSON_GetArrayItem(pair, 0)->valuestring, pair);
 }
 
 static unsigned cursor_line(CXCursor c)
@@ -546,6 +655,7 @@ static void add_global(extract *x, CXCursor decl, const cJSON *fn_usr, unsigned 
 {
     cJSON *g = cJSON_CreateObject();
     add_str(g, "usr", clang_getCursorUSR(decl));
+    note_internal(x, decl, cJSON_GetObjectItemCaseSensitive(g, "usr")->valuestring);
     add_str(g, "name", clang_getCursorSpelling(decl));
     cJSON_AddNumberToObject(g, "line", line);
     cJSON_AddItemToObject(g, "fn", fn_usr ? cJSON_CreateString(fn_usr->valuestring) : cJSON_CreateNull());
@@ -1156,6 +1266,7 @@ static void summarize_function(extract *x, CXCursor fn)
     cJSON_AddStringToObject(f, "usr", usr);
     free(usr);
     fs.usr = cJSON_GetObjectItemCaseSensitive(f, "usr");
+    note_internal(x, fn, fs.usr->valuestring);
     add_str(f, "name", clang_getCursorSpelling(fn));
     unsigned fcol = 0;
     cursor_pos(fn, NULL, NULL, &fcol);
@@ -1232,7 +1343,7 @@ static void arg_pos(extract *x, CXCursor c, unsigned *line, unsigned *col)
 {
     CXFile f;
     clang_getSpellingLocation(clang_getCursorLocation(c), &f, line, col, NULL);
-    if (!f || !clang_File_isEqual(f, x->mainf))
+    if (!f || !clang_File_isEqual(f, x->curf))
         cursor_pos(c, NULL, line, col);
 }
 
@@ -1316,10 +1427,10 @@ static void summarize_tune(extract *x, CXCursor var)
 /* The identifiers a file's code uses, outside comments and preprocessor lines, read from the
  * buffer clang parsed (an editor's unsaved one under the LSP): a TK_AUTOTUNE parameter reaches
  * its kernel as -DNAME=value, and its #ifndef/#define default is not a use (resolve.c). */
-static void collect_idents(extract *x, cJSON *out)
+static void collect_idents(extract *x, CXFile file, cJSON *out)
 {
     size_t len = 0;
-    const char *text = clang_getFileContents(x->tu, x->mainf, &len);
+    const char *text = clang_getFileContents(x->tu, file, &len);
     tk_map seen = TK_MAP_INIT;
     int line_start = 1, directive = 0;
     for (size_t i = 0; text && i < len; i++) {
@@ -1375,7 +1486,7 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
     enum CXCursorKind kind = clang_getCursorKind(c);
     if (kind == CXCursor_Namespace || kind == CXCursor_LinkageSpec || kind == CXCursor_UnexposedDecl)
         return CXChildVisit_Recurse;
-    if (!in_main_file(x, c))
+    if (!enter_file(x, c))
         return CXChildVisit_Continue;
     if ((kind == CXCursor_FunctionDecl || kind == CXCursor_CXXMethod) && clang_isCursorDefinition(c)) {
         summarize_function(x, c);
@@ -1404,7 +1515,7 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
 }
 
 /* The first error clang reported, as a tk-parse-error diagnostic. */
-static void first_error(CXTranslationUnit tu, cJSON *diags)
+static void first_error(CXTranslationUnit tu, cJSON *diags, const char *main_path)
 {
     unsigned n = clang_getNumDiagnostics(tu);
     for (unsigned i = 0; i < n; i++) {
@@ -1426,6 +1537,8 @@ static void first_error(CXTranslationUnit tu, cJSON *diags)
                     real = str_take(clang_getFileName(f));
                 }
                 cJSON_AddStringToObject(o, "file", real);
+                if (strcmp(real, main_path) != 0) /* in a header: reported once, naming this includer */
+                    cJSON_AddStringToObject(o, "via", main_path);
                 free(real);
             } else {
                 cJSON_AddNullToObject(o, "file");
@@ -1466,26 +1579,92 @@ static void collect_include(CXFile included, CXSourceLocation *stack, unsigned d
     free(real);
 }
 
+/* The first 16 hex digits of the digest of a header's summary: its configuration. */
+static void config_of(const cJSON *sum, char out[17])
+{
+    char *text = cJSON_PrintUnformatted(sum);
+    char hex[65] = "";
+    if (text)
+        tk_sha256_hex(text, strlen(text), hex);
+    free(text);
+    snprintf(out, 17, "%s", hex);
+}
+
+/* Gives each internal definition in a header the configuration of its header, everywhere the
+ * summary names it. */
+static void qualify_internal(extract *x, cJSON *item, char (*configs)[17])
+{
+    for (cJSON *c = item ? item->child : NULL; c; c = c->next) {
+        if (cJSON_IsString(c)) {
+            const cJSON *pair = tk_map_get(&x->internal_unit, c->valuestring);
+            if (pair) {
+                char *q = NULL;
+                size_t n = strlen(c->valuestring) + 18;
+                if ((q = malloc(n))) {
+                    snprintf(q, n, "%s#%s", c->valuestring, configs[cJSON_GetArrayItem(pair, 1)->valueint]);
+                    cJSON_SetValuestring(c, q);
+                    free(q);
+                }
+            }
+        } else if (cJSON_IsArray(c) || cJSON_IsObject(c)) {
+            qualify_internal(x, c, configs);
+        }
+    }
+}
+
+static int defines_something(const cJSON *sum)
+{
+    static const char *const lists[] = {"funcs", "globals", "kernels", "handles", "tunes"};
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+        if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(sum, lists[i])))
+            return 1;
+    return 0;
+}
+
+/* The headers' summaries, in s's "headers": each with its configuration, its internal
+ * definitions named apart per configuration. */
+static int finish_headers(extract *x, cJSON *s)
+{
+    char (*configs)[17] = calloc(x->nunits + 1, sizeof(*configs));
+    if (!configs)
+        return TK_ENOMEM;
+    for (size_t i = 1; i < x->nunits; i++)
+        if (x->units[i].sum)
+            config_of(x->units[i].sum, configs[i]);
+    if (cJSON_GetArraySize(x->internal))
+        for (size_t i = 0; i < x->nunits; i++)
+            qualify_internal(x, x->units[i].sum, configs);
+    cJSON *headers = cJSON_AddArrayToObject(s, "headers");
+    for (size_t i = 1; i < x->nunits; i++) {
+        cJSON *sum = x->units[i].sum;
+        x->units[i].sum = NULL;
+        if (!sum || !defines_something(sum)) {
+            cJSON_Delete(sum);
+            continue;
+        }
+        cJSON_AddStringToObject(sum, "config", configs[i]);
+        cJSON_AddItemToArray(headers, sum);
+    }
+    free(configs);
+    return 0;
+}
+
 int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_tu *tu,
                           struct CXUnsavedFile *unsaved, unsigned n_unsaved)
 {
-    cJSON *s = cJSON_CreateObject();
+    cJSON *s = new_summary(tu->path);
     cJSON *d = cJSON_CreateArray();
-    if (!s || !d) {
+    extract x = {0};
+    x.internal = cJSON_CreateArray();
+    if (!s || !d || !x.internal) {
         cJSON_Delete(s);
         cJSON_Delete(d);
+        cJSON_Delete(x.internal);
         return tk_error_set(TK_ENOMEM, "out of memory");
     }
-    cJSON_AddNumberToObject(s, "v", TK_SUMMARY_VERSION);
-    cJSON_AddStringToObject(s, "path", tu->path);
-    cJSON *diags = cJSON_AddArrayToObject(s, "diags");
-    extract x = {0};
-    x.path = tu->path;
-    x.kernels = cJSON_AddArrayToObject(s, "kernels");
-    x.handles = cJSON_AddArrayToObject(s, "handles");
-    x.funcs = cJSON_AddArrayToObject(s, "funcs");
-    x.globals = cJSON_AddArrayToObject(s, "globals");
-    x.tunes = cJSON_AddArrayToObject(s, "tunes");
+    cJSON *diags = cJSON_GetObjectItemCaseSensitive(s, "diags");
+    x.own_include = tu->own_include;
+    int rc = 0;
 
     unsigned flags = CXTranslationUnit_KeepGoing | CXTranslationUnit_IgnoreNonErrorsFromIncludedFiles;
     enum CXErrorCode err = clang_parseTranslationUnit2(idx, tu->path, (const char *const *)tu->args,
@@ -1506,12 +1685,31 @@ int tk_frontend_summarize(cJSON **summary, cJSON **deps, CXIndex idx, const tk_t
         cJSON_AddItemToArray(diags, o);
     } else {
         x.mainf = clang_getFile(x.tu, tu->path);
-        first_error(x.tu, diags);
-        clang_visitChildren(clang_getTranslationUnitCursor(x.tu), top_visit, &x);
-        if (cJSON_GetArraySize(x.kernels))
-            collect_idents(&x, cJSON_AddArrayToObject(s, "idents"));
-        clang_getInclusions(x.tu, collect_include, d);
+        if (add_unit(&x, x.mainf, s, 0) < 0) {
+            rc = tk_error_set(TK_ENOMEM, "out of memory");
+        } else {
+            select_unit(&x, &x.units[0]);
+            first_error(x.tu, diags, tu->path);
+            clang_visitChildren(clang_getTranslationUnitCursor(x.tu), top_visit, &x);
+            for (size_t i = 0; i < x.nunits; i++)
+                if (x.units[i].sum && cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(x.units[i].sum, "kernels")))
+                    collect_idents(&x, x.units[i].file, cJSON_AddArrayToObject(x.units[i].sum, "idents"));
+            clang_getInclusions(x.tu, collect_include, d);
+            cJSON_AddItemToObject(s, "includes", cJSON_Duplicate(d, 1));
+            if (finish_headers(&x, s))
+                rc = tk_error_set(TK_ENOMEM, "out of memory");
+        }
         clang_disposeTranslationUnit(x.tu);
+    }
+    for (size_t i = 1; i < x.nunits; i++)
+        cJSON_Delete(x.units[i].sum);
+    free(x.units);
+    tk_map_release(&x.internal_unit);
+    cJSON_Delete(x.internal);
+    if (rc) {
+        cJSON_Delete(s);
+        cJSON_Delete(d);
+        return rc;
     }
     *summary = s;
     *deps = d;

@@ -50,6 +50,7 @@ typedef struct tk_tu {
     char *path;
     char **args;
     int nargs;
+    char *own_include; /* tkexport's include/: its headers are never summarized */
 } tk_tu;
 
 void tk_tu_release(tk_tu *tu);
@@ -58,6 +59,9 @@ void tk_tu_release(tk_tu *tu);
  * analyzer's own (language, include paths, CUDA mode), then extra. */
 int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args, int n_compdb,
                const tk_env *env, const char *const *extra, size_t n_extra);
+
+/* "cuda", "c++" or "c": the language a header is parsed in when no analyzed file includes it. */
+const char *tk_header_language(const char *path);
 
 /* compile_commands.json in dir: one tk_tu per entry (first entry of a file wins), arguments
  * translated for clang (nvcc-only flags dropped, relative include paths made absolute). */
@@ -88,8 +92,11 @@ void tk_cache_key(const tk_tu *tu, const char *content, size_t len, char key[65]
 void tk_cache_override(tk_cache *c, const char *path, const char *contents, size_t len);
 /* A cached summary (caller frees) or NULL on a miss. */
 cJSON *tk_cache_get(tk_cache *c, const char *key);
-/* Stores summary under key with the digests of deps; failures to write are ignored. */
-void tk_cache_put(tk_cache *c, const char *key, const cJSON *summary, const cJSON *deps);
+/* Stores summary under key with the digests of deps and the paths that must stay absent for
+ * the includes of tu (content: its bytes) and of deps to find the same files; failures to write
+ * are ignored. */
+void tk_cache_put(tk_cache *c, const char *key, const tk_tu *tu, const char *content, size_t len,
+                  const cJSON *summary, const cJSON *deps);
 
 /* Links the summaries (sorted by path) and resolves every op's kernels. Returns the JSON
  * document of analyzer.h in *out; with lint, its diagnostics hold every rule's findings. */

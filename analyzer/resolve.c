@@ -1228,6 +1228,25 @@ static void linker_release(linker *lk)
     tk_map_release(&lk->idents_by_file);
 }
 
+/* 0 the first time (kind, file, text, line, col) is seen, else 1. */
+static int first_time(tk_map *seen, cJSON *keys, const char *kind, const char *file, const char *text, int line, int col)
+{
+    tk_strbuf k = TK_STRBUF_INIT;
+    tk_strbuf_addf(&k, "%s\n%s\n%d:%d\n%s", kind, file, line, col, text);
+    if (!k.buf || tk_map_get(seen, k.buf)) {
+        int known = k.buf != NULL;
+        tk_strbuf_release(&k);
+        return known;
+    }
+    cJSON *key = cJSON_CreateString(k.buf);
+    tk_strbuf_release(&k);
+    if (key) {
+        cJSON_AddItemToArray(keys, key);
+        tk_map_put(seen, key->valuestring, key);
+    }
+    return 0;
+}
+
 static cJSON *resolve_op(linker *lk, fninfo *op, cJSON *diags)
 {
     opctx c;
@@ -1440,11 +1459,15 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
     }
     cJSON *kernels = cJSON_AddArrayToObject(doc, "kernels");
     cJSON *diags = cJSON_AddArrayToObject(doc, "diagnostics");
+    tk_map said = TK_MAP_INIT; /* a header's kernels and errors, reached from several files, once */
+    cJSON *said_keys = cJSON_CreateArray();
     for (size_t i = 0; i < n; i++) {
         const char *file = cJSON_GetObjectItemCaseSensitive(summaries[i], "path")->valuestring;
         cJSON *it;
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(summaries[i], "kernels"))
         {
+            if (first_time(&said, said_keys, "k", file, tk_json_str(it, "name", ""), tk_json_int(it, "line", 0), 0))
+                continue;
             cJSON *ko = cJSON_CreateObject();
             cJSON_AddStringToObject(ko, "name", cJSON_GetObjectItemCaseSensitive(it, "name")->valuestring);
             cJSON_AddStringToObject(ko, "file", file);
@@ -1461,8 +1484,11 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
         }
         cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(summaries[i], "diags"))
         {
-            cJSON *d = cJSON_CreateObject();
             cJSON *f = cJSON_GetObjectItemCaseSensitive(it, "file");
+            if (first_time(&said, said_keys, tk_json_str(it, "rule", ""), cJSON_IsString(f) ? f->valuestring : "",
+                           tk_json_str(it, "message", ""), tk_json_int(it, "line", 0), tk_json_int(it, "col", 0)))
+                continue;
+            cJSON *d = cJSON_CreateObject();
             cJSON_AddItemToObject(d, "file", cJSON_Duplicate(f, 0));
             cJSON_AddNumberToObject(d, "line", tk_json_int(it, "line", 0));
             cJSON_AddNumberToObject(d, "column", tk_json_int(it, "col", 0));
@@ -1470,10 +1496,22 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
             cJSON_AddNumberToObject(d, "end_column", tk_json_int(it, "col", 0) + 1);
             cJSON_AddItemToObject(d, "severity", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "severity"), 0));
             cJSON_AddItemToObject(d, "rule", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "rule"), 0));
-            cJSON_AddItemToObject(d, "message", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "message"), 0));
+            const char *via = tk_json_str(it, "via", NULL);
+            if (via) { /* an error in a header, reported once: where it was met */
+                char *rel = tk_path_relative_to_cwd(via);
+                tk_strbuf m = TK_STRBUF_INIT;
+                tk_strbuf_addf(&m, "%s (in a header included from %s)", tk_json_str(it, "message", ""), rel ? rel : via);
+                free(rel);
+                cJSON_AddStringToObject(d, "message", m.buf ? m.buf : "");
+                tk_strbuf_release(&m);
+            } else {
+                cJSON_AddItemToObject(d, "message", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(it, "message"), 0));
+            }
             cJSON_AddItemToArray(diags, d);
         }
     }
+    tk_map_release(&said);
+    cJSON_Delete(said_keys);
     while (lint_diags && lint_diags->child)
         cJSON_AddItemToArray(diags, cJSON_DetachItemViaPointer(lint_diags, lint_diags->child));
     cJSON_Delete(lint_diags);

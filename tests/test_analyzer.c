@@ -795,6 +795,108 @@ static void compdb__defines_include_dirs_and_nvcc_commands_are_honoured(void **s
     cJSON_Delete(root);
 }
 
+/* ---- headers: helpers and kernels reached through includes, headers on their own ---- */
+
+static const char *const HEADER_OPS[][2] = {{"test::hd_scale", "hd_k_scale"},
+                                            {"test::hd_picked_a", "hd_k_a"},
+                                            {"test::hd_picked_b", "hd_k_b"},
+                                            {"test::hd_tiled", "hd_k_tile"}};
+
+/* headers/'s exact maps: each op its kernels, nothing unresolved, no parse error. */
+static void assert_header_maps(cJSON *root) {
+    assert_no_parse_errors(root);
+    for (size_t i = 0; i < sizeof HEADER_OPS / sizeof HEADER_OPS[0]; i++) {
+        cJSON *op = find_op(root, HEADER_OPS[i][0]);
+        assert_kernels(op, HEADER_OPS[i][1]);
+        assert_no_unresolved(op);
+    }
+    assert_string_equal(get_string(find_kernel(root, "hd_k_tile"), "file"), "headers/include/hd_tile.cuh");
+    assert_int_equal(get_int(find_kernel(root, "hd_k_tile"), "line"),
+                     tk_line_of("headers/include/hd_tile.cuh", "TK_KERNEL void hd_k_tile"));
+}
+
+static void headers__helpers_in_headers_outside_the_paths_are_followed(void **state) {
+    (void)state;
+    tk_analyze_options opts = test_options();
+    const char *paths[] = {"headers/ops", "headers/kernels"};
+    tk_analysis_stats stats;
+    cJSON *root = analyze_paths(&opts, paths, 2, &stats);
+    assert_header_maps(root);
+    assert_int_equal(stats.files, 3);
+    /* the helper's launch is in the header, where the user reads it */
+    cJSON *k = op_kernel(find_op(root, "test::hd_picked_a"), "hd_k_a");
+    assert_non_null(k);
+    cJSON_Delete(root);
+}
+
+static void headers__compile_database_gives_the_maps_the_paths_give(void **state) {
+    (void)state;
+    char cwd[PATH_MAX], dir[PATH_MAX], file[PATH_MAX], db_path[PATH_MAX];
+    assert_non_null(getcwd(cwd, sizeof cwd));
+    join_path(dir, cwd, "headers");
+    cJSON *db = cJSON_CreateArray();
+    assert_non_null(db);
+    const char *sources[] = {"ops/op_a.c", "ops/op_b.c", "kernels/k.cu"};
+    for (int i = 0; i < 3; i++) {
+        join_path(file, dir, sources[i]);
+        add_compdb_entry(db, dir, file);
+        int cu = ends_with(sources[i], ".cu");
+        const char *args[] = {cu ? "nvcc" : "cc", "-I" TK_TEST_INCLUDE_DIR, "-c", sources[i], "-o", "x.o"};
+        cJSON_AddItemToObject(cJSON_GetArrayItem(db, i), "arguments", cJSON_CreateStringArray(args, 6));
+    }
+    const char *tmp = make_tmpdir();
+    char *db_text = cJSON_Print(db);
+    cJSON_Delete(db);
+    join_path(db_path, tmp, "compile_commands.json");
+    write_file(db_path, db_text, strlen(db_text));
+    free(db_text);
+
+    tk_analyze_options opts = test_options();
+    opts.compdb_dir = tmp;
+    cJSON *by_db = analyze_paths(&opts, NULL, 0, NULL);
+    assert_header_maps(by_db);
+    tk_analyze_options plain = test_options();
+    const char *paths[] = {"headers"};
+    cJSON *by_paths = analyze_paths(&plain, paths, 1, NULL);
+    assert_header_maps(by_paths);
+    char *a = cJSON_Print(get_array(by_db, "ops")), *b = cJSON_Print(get_array(by_paths, "ops"));
+    assert_same_text(a, b, "the ops of -p and of the paths");
+    free(a);
+    free(b);
+    cJSON_Delete(by_db);
+    cJSON_Delete(by_paths);
+}
+
+static void headers__headers_among_the_paths_parse_in_their_language(void **state) {
+    (void)state;
+    tk_analyze_options opts = test_options();
+    const char *paths[] = {"headers"};
+    tk_analysis_stats stats;
+    cJSON *root = analyze_paths(&opts, paths, 1, &stats);
+    /* the included headers come with their includers (hd_pick.h alone would stop at its #error);
+     * the three no file includes are parsed on their own, as CUDA, C++ and C */
+    assert_header_maps(root);
+    assert_int_equal(stats.files, 6);
+    assert_int_equal(stats.parse_errors, 0);
+    cJSON_Delete(root);
+}
+
+static void headers__an_error_in_a_header_is_reported_once_naming_an_includer(void **state) {
+    (void)state;
+    cJSON *root = analyze_dir("header_errors");
+    int n = 0;
+    cJSON *d;
+    cJSON_ArrayForEach(d, get_array(root, "diagnostics")) {
+        assert_string_equal(get_string(d, "rule"), "tk-parse-error");
+        assert_string_equal(get_string(d, "file"), "header_errors/bad.h");
+        assert_int_equal(get_int(d, "line"), tk_line_of("header_errors/bad.h", "he_broken"));
+        assert_string_equal(get_string(d, "message"), "expected expression (in a header included from header_errors/a.c)");
+        n++;
+    }
+    assert_int_equal(n, 1);
+    cJSON_Delete(root);
+}
+
 static void kernels__params_list_names_and_types(void **state) {
     (void)state;
     cJSON *root = analyze_fixture("kernel_params");
@@ -1008,6 +1110,69 @@ static void cache__second_run_reads_every_summary_from_cache(void **state) {
     cJSON_Delete(root2);
 }
 
+/* Runs the analyzer on one file with extra arguments and a cache; its op's kernels. */
+static void expect_cached_run(tk_analyze_options *opts, const char *file, size_t parsed, const char *kernels) {
+    tk_analysis_stats stats;
+    cJSON *root = analyze_paths(opts, &file, 1, &stats);
+    assert_no_parse_errors(root);
+    assert_int_equal(stats.parsed, parsed);
+    assert_int_equal(stats.cached, 1 - parsed);
+    assert_kernels(find_op(root, "test::shadow"), kernels);
+    cJSON_Delete(root);
+}
+
+static void cache__a_shadowing_header_or_a_new_has_include_answer_is_seen(void **state) {
+    (void)state;
+    const char *tmp = make_tmpdir();
+    char src[PATH_MAX], inc1[PATH_MAX], inc2[PATH_MAX], cache[PATH_MAX], op_c[PATH_MAX];
+    char arg1[PATH_MAX + 2], arg2[PATH_MAX + 2];
+    join_path(src, tmp, "src");
+    join_path(inc1, tmp, "inc1");
+    join_path(inc2, tmp, "inc2");
+    join_path(cache, tmp, "cache");
+    join_path(op_c, src, "op.c");
+    assert_int_equal(mkdir(src, 0755), 0);
+    assert_int_equal(mkdir(inc1, 0755), 0);
+    assert_int_equal(mkdir(inc2, 0755), 0);
+    static const char decls[] = "#include <tk/op.h>\n"
+                                "TK_KERNEL_DECL(sh_k_one);\nTK_KERNEL_DECL(sh_k_two);\nTK_KERNEL_DECL(sh_k_three);\n";
+    char text[512];
+    snprintf(text, sizeof text, "%s#define SH_KERNEL sh_k_two\n", decls);
+    write_text_file(inc2, "pick.h", text);
+    write_text_file(src, "op.c",
+                    "/* Cache fixture: pick.h is found in the second -I folder; extra.h is optional. */\n"
+                    "#include <pick.h>\n"
+                    "#if __has_include(\"extra.h\")\n"
+                    "#include \"extra.h\"\n"
+                    "#endif\n"
+                    "#ifndef SH_EXTRA\n"
+                    "#define SH_EXTRA SH_KERNEL\n"
+                    "#endif\n"
+                    "TK_OP(sh_op, \"test::shadow\", \"(Tensor x) -> Tensor\") {\n"
+                    "    return tk_wrap(ctx, SH_EXTRA, TK_DIM3(1), TK_DIM3(256), in[0], out[0]);\n"
+                    "}\n");
+    snprintf(arg1, sizeof arg1, "-I%s", inc1);
+    snprintf(arg2, sizeof arg2, "-I%s", inc2);
+    const char *extra[] = {arg1, arg2};
+    tk_analyze_options opts = test_options();
+    opts.no_cache = 0;
+    opts.cache_dir = cache;
+    opts.extra_args = extra;
+    opts.n_extra_args = 2;
+
+    expect_cached_run(&opts, op_c, 1, "sh_k_two");
+    expect_cached_run(&opts, op_c, 0, "sh_k_two"); /* nothing changed: from the cache */
+    /* a pick.h earlier on the -I path now answers the same #include */
+    snprintf(text, sizeof text, "%s#define SH_KERNEL sh_k_one\n", decls);
+    write_text_file(inc1, "pick.h", text);
+    expect_cached_run(&opts, op_c, 1, "sh_k_one");
+    expect_cached_run(&opts, op_c, 0, "sh_k_one");
+    /* a file that now satisfies __has_include */
+    write_text_file(src, "extra.h", "#define SH_EXTRA sh_k_three\n");
+    expect_cached_run(&opts, op_c, 1, "sh_k_three");
+    expect_cached_run(&opts, op_c, 0, "sh_k_three");
+}
+
 static void cache__edited_file_alone_is_parsed_again(void **state) {
     (void)state;
     struct cache_tree t;
@@ -1173,12 +1338,17 @@ int main(void) {
         TK_TEST(resolve__kernel_passed_only_through_recursion_is_found),
         TK_TEST(silent__launches_that_may_be_incomplete_are_unresolved_and_lint_findings),
         TK_TEST(compdb__defines_include_dirs_and_nvcc_commands_are_honoured),
+        TK_TEST(headers__helpers_in_headers_outside_the_paths_are_followed),
+        TK_TEST(headers__compile_database_gives_the_maps_the_paths_give),
+        TK_TEST(headers__headers_among_the_paths_parse_in_their_language),
+        TK_TEST(headers__an_error_in_a_header_is_reported_once_naming_an_includer),
         TK_TEST(kernels__params_list_names_and_types),
         TK_TEST(kernels__cuda_half_and_bfloat16_params_parse_cleanly),
         TK_TEST(diagnostics__broken_file_is_reported_and_other_files_resolve),
         TK_TEST(robustness__hostile_inputs_do_not_crash),
         TK_TEST(cache__second_run_reads_every_summary_from_cache),
         TK_TEST(cache__edited_file_alone_is_parsed_again),
+        TK_TEST(cache__a_shadowing_header_or_a_new_has_include_answer_is_seen),
         TK_TEST(cache__edited_header_invalidates_the_files_including_it),
         TK_TEST(determinism__two_runs_produce_identical_sorted_json),
         TK_TEST(output__text_lists_ops_kernels_and_verbose_call_paths),
