@@ -118,9 +118,98 @@ static int has_job(const pool *p, const char *path)
     return 0;
 }
 
+/* --- the language of headers parsed on their own -------------------------------------------- */
+
+typedef struct includers {
+    tk_map lang; /* header (real path, or "* /name" when not found beside) -> "cuda" | "c++" | "c" */
+    cJSON *keys; /* owns the keys */
+} includers;
+
+static int lang_rank(const char *l) { return !l ? 0 : !strcmp(l, "cuda") ? 3 : !strcmp(l, "c++") ? 2 : 1; }
+
+static const char *lang_of_ext(const char *path)
+{
+    static const char *const ext[][2] = {{".c", "c"},     {".cu", "cuda"}, {".cuh", "cuda"}, {".cc", "c++"},
+                                         {".cpp", "c++"}, {".cxx", "c++"}, {".hpp", "c++"},  {".hh", "c++"},
+                                         {".hxx", "c++"}, {".C", "c++"}};
+    for (size_t i = 0; i < sizeof(ext) / sizeof(ext[0]); i++)
+        if (tk_ends_with(path, ext[i][0]))
+            return ext[i][1];
+    return NULL;
+}
+
+static void vote(includers *in, const char *key, const char *lang)
+{
+    const char *old = tk_map_get(&in->lang, key);
+    if (lang_rank(lang) <= lang_rank(old))
+        return;
+    if (!old) {
+        cJSON *k = cJSON_CreateString(key);
+        if (!k)
+            return;
+        cJSON_AddItemToArray(in->keys, k);
+        key = k->valuestring;
+    }
+    tk_map_put(&in->lang, key, (void *)lang);
+}
+
+/* tk_walk_files' visitor: every C, C++ or CUDA file under the paths votes, for each header it
+ * names in an #include, for its own language (C++ files too, which are never analyzed). */
+static int note_includes(const char *path, void *arg)
+{
+    includers *in = arg;
+    const char *lang = lang_of_ext(path);
+    char *text = NULL;
+    size_t len = 0;
+    if (!lang || tk_file_read(&text, &len, path, MAX_SOURCE_SIZE) != 0) {
+        tk_error_clear();
+        return 0;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    for (const char *at = strstr(text, "#include"); at; at = strstr(at + 8, "#include")) {
+        const char *q = at + 8;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        const char *end = *q == '"' ? strchr(q + 1, '"') : *q == '<' ? strchr(q + 1, '>') : NULL;
+        const char *eol = strchr(q, '\n');
+        if (!end || (eol && end > eol) || end - q - 1 <= 0 || end - q - 1 >= PATH_MAX / 2)
+            continue;
+        char name[PATH_MAX], key[2 * PATH_MAX];
+        snprintf(name, sizeof(name), "%.*s", (int)(end - q - 1), q + 1);
+        snprintf(key, sizeof(key), "%s/%s", dir, name);
+        char *real = realpath(key, NULL);
+        const char *base = strrchr(name, '/');
+        if (real)
+            vote(in, real, lang);
+        snprintf(key, sizeof(key), "*/%s", base ? base + 1 : name);
+        vote(in, key, lang);
+        free(real);
+    }
+    free(text);
+    return 0;
+}
+
+/* The strongest language among the files under roots that include header, or NULL. */
+static const char *includers_language(const includers *in, const char *header)
+{
+    const char *l = tk_map_get(&in->lang, header);
+    if (l)
+        return l;
+    const char *base = strrchr(header, '/');
+    char key[PATH_MAX + 2];
+    snprintf(key, sizeof(key), "*/%s", base ? base + 1 : header);
+    return tk_map_get(&in->lang, key);
+}
+
 /* Keeps, of the header jobs p->n..n_all, those no summarized source includes (their definitions
- * came with the includers' summaries) and makes them the next jobs to run. */
-static int skip_included_headers(pool *p, size_t n_all)
+ * came with the includers' summaries), gives them the language of the files that include them
+ * (C++ sources among them), and makes them the next jobs to run. */
+static int skip_included_headers(pool *p, size_t n_all, const filelist *roots, const tk_env *env,
+                                 const tk_analyze_options *opts)
 {
     tk_map included = TK_MAP_INIT;
     for (size_t i = 0; i < p->n; i++) {
@@ -132,18 +221,36 @@ static int skip_included_headers(pool *p, size_t n_all)
             }
     }
     size_t keep = p->n;
+    includers in = {TK_MAP_INIT, NULL};
+    int rc = 0;
     for (size_t i = p->n; i < n_all; i++) {
-        if (tk_map_get(&included, p->jobs[i].tu.path)) {
-            tk_tu_release(&p->jobs[i].tu);
+        char *path = p->jobs[i].tu.path;
+        p->jobs[i].tu.path = NULL;
+        if (tk_map_get(&included, path) || rc) {
+            free(path);
             continue;
         }
-        job moved = p->jobs[i];
-        p->jobs[i] = (job){0};
-        p->jobs[keep++] = moved;
+        if (!in.keys) { /* once, and only when some header is read on its own */
+            in.keys = cJSON_CreateArray();
+            struct stat st;
+            for (size_t r = 0; r < roots->n && in.keys; r++)
+                if (stat(roots->v[r], &st) == 0 && S_ISDIR(st.st_mode))
+                    tk_walk_files(roots->v[r], note_includes, &in);
+        }
+        job *j = &p->jobs[keep];
+        *j = (job){0};
+        j->header = 1;
+        rc = tk_tu_make(&j->tu, path, tk_header_language(path, includers_language(&in, path)), NULL, 0, env,
+                        opts->extra_args, opts->n_extra_args);
+        free(path);
+        if (!rc)
+            keep++;
     }
+    tk_map_release(&in.lang);
+    cJSON_Delete(in.keys);
     tk_map_release(&included);
     p->n = keep;
-    return 0;
+    return rc;
 }
 
 static int cmp_summary(const void *a, const void *b)
@@ -411,7 +518,11 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
         for (size_t i = 0; i < files.n; i++) {
             if (is_header(files.v[i]) != pass || has_job(&p, files.v[i]))
                 continue;
-            if ((rc = tk_tu_make(&p.jobs[p.n].tu, files.v[i], NULL, 0, &env, opts->extra_args, opts->n_extra_args)))
+            if (pass == 1 && !(p.jobs[p.n].tu.path = strdup(files.v[i])))
+                rc = tk_error_set(TK_ENOMEM, "out of memory");
+            else if (pass == 0)
+                rc = tk_tu_make(&p.jobs[p.n].tu, files.v[i], NULL, NULL, 0, &env, opts->extra_args, opts->n_extra_args);
+            if (rc)
                 goto done;
             p.jobs[p.n++].header = pass;
         }
@@ -433,7 +544,7 @@ int tk_analysis_run(tk_analysis **out, const tk_analyze_options *opts, const cha
         p.n++;
     if ((rc = run_pool(&p, opts->jobs)))
         goto done;
-    if ((rc = skip_included_headers(&p, n_all)) || (rc = run_pool(&p, opts->jobs)))
+    if ((rc = skip_included_headers(&p, n_all, &roots, &env, opts)) || (rc = run_pool(&p, opts->jobs)))
         goto done;
     if (opts->cancel && *opts->cancel) {
         rc = tk_error_set(TK_EIO, "analysis canceled");

@@ -1,8 +1,9 @@
 /* Translation-unit inputs: where the analyzer's own headers and the CUDA toolkit are, the clang
  * arguments of a file, and compile_commands.json read through libclang (nvcc flags translated
  * or dropped, as clangd does). */
-#define _DEFAULT_SOURCE
+#define _GNU_SOURCE /* dladdr */
 #include <clang-c/CXCompilationDatabase.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <ctype.h>
 #include <stdio.h>
@@ -18,7 +19,7 @@
 
 static int file_exists(const char *dir, const char *rel)
 {
-    char p[PATH_MAX];
+    char p[2 * PATH_MAX + 64];
     struct stat st;
     snprintf(p, sizeof(p), "%s/%s", dir, rel);
     return stat(p, &st) == 0;
@@ -34,6 +35,35 @@ static char *pick_dir(const char *const *candidates, int n, const char *probe)
         }
     }
     return NULL;
+}
+
+/* The resource folder of the libclang in use (builtin headers, cuda_wrappers): beside the
+ * library, lib/clang/<major>. libclang gives it to the front end but not to the driver, which
+ * then misses include/cuda_wrappers (<new> for CUDA: CUB's placement new fails), so the analyzer
+ * passes it itself. NULL when not found. */
+static char *resource_dir(void)
+{
+    const char *env = getenv("TKEXPORT_CLANG_RESOURCE_DIR");
+    if (env && *env)
+        return strdup(env);
+    CXString v = clang_getClangVersion();
+    const char *vs = strstr(clang_getCString(v), "version ");
+    int major = vs ? atoi(vs + 8) : 0;
+    clang_disposeString(v);
+    Dl_info info;
+    char lib[PATH_MAX], dir[PATH_MAX + 32];
+    if (major > 0 && dladdr((void *)clang_getClangVersion, &info) && info.dli_fname &&
+        realpath(info.dli_fname, lib)) {
+        char *slash = strrchr(lib, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(dir, sizeof(dir), "%s/clang/%d", lib, major);
+            if (file_exists(dir, "include/stddef.h"))
+                return realpath(dir, NULL);
+        }
+    }
+    snprintf(dir, sizeof(dir), "/usr/lib/llvm-%d/lib/clang/%d", major, major);
+    return major > 0 && file_exists(dir, "include/stddef.h") ? strdup(dir) : NULL;
 }
 
 int tk_env_init(tk_env *env)
@@ -58,6 +88,7 @@ int tk_env_init(tk_env *env)
     env->include_dir = pick_dir(inc, 3, "tk/op.h");
     env->shim_dir = pick_dir(shim, 3, "texture_fetch_functions.h");
     env->cuda_home = pick_dir(cuda, 4, "include/cuda.h");
+    env->resource_dir = resource_dir();
     if (!env->include_dir || !env->shim_dir) {
         tk_env_release(env);
         return tk_error_set(TK_ENOTFOUND, "cannot find tkexport's own headers (tk/op.h); set TKEXPORT_INCLUDE_DIR");
@@ -70,6 +101,7 @@ void tk_env_release(tk_env *env)
     free(env->include_dir);
     free(env->shim_dir);
     free(env->cuda_home);
+    free(env->resource_dir);
     memset(env, 0, sizeof(*env));
 }
 
@@ -130,15 +162,56 @@ static void push_cccl(argv_b *a, const tk_env *env)
     push(a, dir);
 }
 
-/* The language of a header parsed on its own (no file in the analysis includes it): what an
- * editor mode line says (-*- C++ -*-, -*- cuda -*-), else what its code uses: CUDA's execution
- * space keywords or launch syntax make it CUDA, templates, namespaces, classes or C++ headers
- * make it C++, and anything else is C. */
-const char *tk_header_language(const char *path)
+/* What a header's own text says of its language: an editor mode line (-*- C++ -*-, -*- cuda
+ * -*-), else what its code uses: CUDA's execution space keywords, launch syntax or headers make
+ * it CUDA, templates, namespaces, classes or C++ headers make it C++, and so do the headers it
+ * includes with quotes; anything else is C. */
+static const char *content_language(const char *path, int depth);
+
+/* The strongest language among the headers text includes with quotes, found beside path. */
+static const char *included_language(const char *path, const char *text, int depth)
+{
+    const char *lang = "c";
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = '\0';
+    for (const char *p = strstr(text, "#include"); p && strcmp(lang, "cuda") != 0; p = strstr(p + 8, "#include")) {
+        const char *q = p + 8;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        const char *end = *q == '"' ? strchr(q + 1, '"') : NULL;
+        const char *eol = strchr(q, '\n');
+        if (!end || (eol && end > eol) || end - q - 1 <= 0 || end - q - 1 >= PATH_MAX / 2)
+            continue;
+        char inc[2 * PATH_MAX];
+        snprintf(inc, sizeof(inc), "%s/%.*s", dir, (int)(end - q - 1), q + 1);
+        struct stat st;
+        if (stat(inc, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        const char *l = content_language(inc, depth + 1);
+        if (strcmp(l, "c") != 0)
+            lang = l;
+    }
+    return lang;
+}
+
+const char *tk_header_language(const char *path, const char *includers)
+{
+    if (tk_ends_with(path, ".cuh"))
+        return "cuda";
+    if (includers && *includers && strcmp(includers, "c") != 0)
+        return includers;
+    const char *own = content_language(path, 0);
+    return strcmp(own, "c") == 0 && includers && *includers ? includers : own;
+}
+
+static const char *content_language(const char *path, int depth)
 {
     char *text = NULL;
     size_t len = 0;
-    if (tk_file_read(&text, &len, path, 64u << 20) != 0) {
+    if (depth > 3 || tk_file_read(&text, &len, path, 64u << 20) != 0) {
         tk_error_clear();
         return "c"; /* the parse reports that it cannot be read */
     }
@@ -180,11 +253,16 @@ const char *tk_header_language(const char *path)
     for (int i = 0; cxx[i] && !strcmp(lang, "c"); i++)
         if (strstr(text, cxx[i]))
             lang = "c++";
+    if (strcmp(lang, "cuda") != 0) { /* a C++ header that includes a CUDA one is CUDA */
+        const char *inc = included_language(path, text, depth);
+        if (strcmp(inc, "c") != 0)
+            lang = inc;
+    }
     free(text);
     return lang;
 }
 
-int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args, int n_compdb,
+int tk_tu_make(tk_tu *out, const char *abs_path, const char *lang, const char *const *compdb_args, int n_compdb,
                const tk_env *env, const char *const *extra, size_t n_extra)
 {
     argv_b a = {0};
@@ -194,9 +272,11 @@ int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args,
         if (strncmp(compdb_args[i], "-std=", 5) == 0 || strncmp(compdb_args[i], "--std=", 6) == 0)
             has_std = 1;
     }
-    const char *lang = tk_ends_with(abs_path, ".cu") || tk_ends_with(abs_path, ".cuh") ? "cuda"
-                       : tk_ends_with(abs_path, ".h") && !n_compdb ? tk_header_language(abs_path)
-                       : tk_ends_with(abs_path, ".c") ? "c" : NULL;
+    if (!lang)
+        lang = tk_ends_with(abs_path, ".cu") || tk_ends_with(abs_path, ".cuh") ? "cuda"
+               : tk_ends_with(abs_path, ".c") ? "c" : NULL;
+    if (env->resource_dir)
+        pushf(&a, "-resource-dir=%s", env->resource_dir);
     pushf(&a, "-I%s", env->include_dir);
     if (lang && strcmp(lang, "cuda") == 0) {
         push(&a, "-x");
@@ -379,7 +459,7 @@ int tk_compdb_load(tk_tu **out, size_t *n_out, const char *dir, const tk_env *en
             argv_b a = {0};
             translate(&a, cmd, fs, clang_getCString(d));
             rc = a.oom ? tk_error_set(TK_ENOMEM, "out of memory")
-                       : tk_tu_make(&tus[count], real, (const char *const *)a.v, a.n, env, extra, n_extra);
+                       : tk_tu_make(&tus[count], real, NULL, (const char *const *)a.v, a.n, env, extra, n_extra);
             for (int k = 0; k < a.n; k++)
                 free(a.v[k]);
             free(a.v);

@@ -40,6 +40,7 @@ typedef struct tk_env {
     char *include_dir;   /* tkexport's include/ (tk/op.h, tk/kernel.h) */
     char *shim_dir;      /* holds the empty texture_fetch_functions.h */
     char *cuda_home;     /* toolkit root, NULL when none was found */
+    char *resource_dir;  /* libclang's builtin headers (lib/clang/<major>), NULL when not found */
 } tk_env;
 
 int tk_env_init(tk_env *env);
@@ -56,12 +57,15 @@ typedef struct tk_tu {
 void tk_tu_release(tk_tu *tu);
 
 /* Clang arguments for a file: compdb_args (already translated, may be NULL), then the
- * analyzer's own (language, include paths, CUDA mode), then extra. */
-int tk_tu_make(tk_tu *out, const char *abs_path, const char *const *compdb_args, int n_compdb,
+ * analyzer's own (language, include paths, CUDA mode), then extra. lang: "cuda", "c++" or "c",
+ * or NULL for the one the file's extension says (.c, .cu/.cuh; else clang decides). */
+int tk_tu_make(tk_tu *out, const char *abs_path, const char *lang, const char *const *compdb_args, int n_compdb,
                const tk_env *env, const char *const *extra, size_t n_extra);
 
-/* "cuda", "c++" or "c": the language a header is parsed in when no analyzed file includes it. */
-const char *tk_header_language(const char *path);
+/* "cuda", "c++" or "c": the language a header is parsed in when no analyzed file includes it:
+ * that of the files that include it (includers: the strongest of their languages, "" or NULL
+ * when none is known) unless that is C and its own text says more. */
+const char *tk_header_language(const char *path, const char *includers);
 
 /* compile_commands.json in dir: one tk_tu per entry (first entry of a file wins), arguments
  * translated for clang (nvcc-only flags dropped, relative include paths made absolute). */

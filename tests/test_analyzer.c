@@ -874,9 +874,10 @@ static void headers__headers_among_the_paths_parse_in_their_language(void **stat
     tk_analysis_stats stats;
     cJSON *root = analyze_paths(&opts, paths, 1, &stats);
     /* the included headers come with their includers (hd_pick.h alone would stop at its #error);
-     * the three no file includes are parsed on their own, as CUDA, C++ and C */
+     * the four no analyzed file includes are parsed on their own: as CUDA, C++ and C by what
+     * their code says, and hd_host.h as C++, the language of the C++ file that includes it */
     assert_header_maps(root);
-    assert_int_equal(stats.files, 6);
+    assert_int_equal(stats.files, 7);
     assert_int_equal(stats.parse_errors, 0);
     cJSON_Delete(root);
 }
@@ -894,6 +895,22 @@ static void headers__an_error_in_a_header_is_reported_once_naming_an_includer(vo
         n++;
     }
     assert_int_equal(n, 1);
+    cJSON_Delete(root);
+}
+
+static void headers__cub_from_cuda_13_cccl_parses_as_under_nvcc(void **state) {
+    (void)state;
+    const char *cuda = getenv("CUDA_HOME") ? getenv("CUDA_HOME") : "/usr/local/cuda";
+    char cub[PATH_MAX];
+    snprintf(cub, sizeof cub, "%s/include/cccl/cub/cub.cuh", cuda);
+    if (access(cub, R_OK) != 0) {
+        print_message("no %s: the CUDA 13 toolkit is not installed here\n", cub);
+        skip();
+    }
+    cJSON *root = analyze_dir("cub");
+    assert_no_parse_errors(root);
+    assert_int_equal(cJSON_GetArraySize(get_array(root, "diagnostics")), 0);
+    assert_kernels(find_op(root, "test::cub_rowsum"), "cub_k_rowsum");
     cJSON_Delete(root);
 }
 
@@ -1342,6 +1359,7 @@ int main(void) {
         TK_TEST(headers__compile_database_gives_the_maps_the_paths_give),
         TK_TEST(headers__headers_among_the_paths_parse_in_their_language),
         TK_TEST(headers__an_error_in_a_header_is_reported_once_naming_an_includer),
+        TK_TEST(headers__cub_from_cuda_13_cccl_parses_as_under_nvcc),
         TK_TEST(kernels__params_list_names_and_types),
         TK_TEST(kernels__cuda_half_and_bfloat16_params_parse_cleanly),
         TK_TEST(diagnostics__broken_file_is_reported_and_other_files_resolve),
