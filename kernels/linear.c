@@ -204,8 +204,8 @@ static int linear_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
         err = linear_check_out(in[0], out[0], M, N);
     if (err)
         return err;
-    return tk_ref_linear(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), tk_tensor_data(in[1]),
-                         in[2] ? tk_tensor_data(in[2]) : NULL, tk_tensor_data(out[0]), M, K, N);
+    return tk_cpu_linear(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), tk_tensor_data(in[1]),
+                         in[2] ? tk_tensor_data(in[2]) : NULL, tk_tensor_data(out[0]), M, K, N, 0);
 }
 
 /* --- cuBLASLt ----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-/* The CPU references of the built-in kernels (elementwise_ref.c, linear.c): the math the GPU
+/* The CPU references of the built-in kernels (elementwise_ref.c, linear.c, linear_cpu.c): the math the GPU
  * kernels implement, in float, over f32, f16 and bf16 buffers. They serve as the ops' CPU
  * fallbacks and as what the GPU tests compare against. Internal to libtkrt and kernels/. */
 #ifndef TK_KERNELS_REF_H
@@ -26,5 +26,10 @@ int tk_ref_binary(tk_ew_op op, tk_dtype dtype, const void *a, const void *b, voi
  * to dtype. Returns 0, or TK_EUNSUPPORTED for a dtype other than f32, f16, bf16. */
 int tk_ref_linear(tk_dtype dtype, const void *x, const void *w, const void *b, void *y,
                   int64_t M, int64_t K, int64_t N);
+
+/* tk_ref_linear's result computed fast (linear_cpu.c: vectorized tiles, rows over threads;
+ * threads 0: one per CPU, at most 16): the same math, the float sums in another order. */
+int tk_cpu_linear(tk_dtype dtype, const void *x, const void *w, const void *b, void *y, int64_t M, int64_t K,
+                  int64_t N, int threads);
 
 #endif

@@ -16,6 +16,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <tk/half.h>
@@ -333,6 +334,64 @@ static void ref__linear_without_bias(void **state)
     }
 }
 
+/* The CPU tk::linear (vectorized tiles of 4 rows by 2, rows over threads) against the sums
+ * taken in double from the values the tensors hold, on shapes with every kind of tail: rows not a
+ * multiple of 4, outputs of 2, K of 8; large enough that the rows are split over threads. The
+ * error allowed is the dtype's rounding of the result plus float accumulation, relative to
+ * sum |x w| + |b|, so a misplaced element (an error of the size of the terms) always fails. */
+static void cpu__linear_tiles_and_threads_match_double_sums(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t shapes[][3] = {{1, 1, 1}, {5, 7, 3}, {4, 8, 2}, {13, 37, 9}, {3, 1000, 5}, {37, 300, 131}, {64, 256, 64}};
+    const tk_dtype dtypes[] = {TK_F32, TK_F16, TK_BF16};
+    const double rtol[] = {1e-5, 1.0 / 1024, 1.0 / 128};
+    unsigned seed = 12345;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t M = shapes[si][0], K = shapes[si][1], N = shapes[si][2];
+        float *x = malloc((size_t)(M * K) * sizeof(float)), *w = malloc((size_t)(N * K) * sizeof(float));
+        float *b = malloc((size_t)N * sizeof(float));
+        assert_non_null(x);
+        assert_non_null(w);
+        assert_non_null(b);
+        for (int64_t i = 0; i < M * K; i++)
+            x[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16 & 0x7fff) / 16384.0f - 1.0f;
+        for (int64_t i = 0; i < N * K; i++)
+            w[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16 & 0x7fff) / 16384.0f - 1.0f;
+        for (int64_t i = 0; i < N; i++)
+            b[i] = (float)((seed = seed * 1103515245u + 12345u) >> 16 & 0x7fff) / 4096.0f - 4.0f;
+        for (size_t d = 0; d < 3; d++) {
+            const int64_t xs[] = {M, K}, ws[] = {N, K}, bs[] = {N};
+            tk_tensor *tx = tensor_of(dtypes[d], 2, xs, x), *tw = tensor_of(dtypes[d], 2, ws, w);
+            tk_tensor *tb = tensor_of(dtypes[d], 1, bs, b);
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                tk_tensor *y = tk_linear(ctx, tx, tw, with_bias ? tb : NULL);
+                assert_non_null(y);
+                for (int64_t m = 0; m < M; m++)
+                    for (int64_t n = 0; n < N; n++) {
+                        double want = with_bias ? value_at(tb, n) : 0.0, scale = fabs(want);
+                        for (int64_t k = 0; k < K; k++) {
+                            double t = (double)value_at(tx, m * K + k) * value_at(tw, n * K + k);
+                            want += t;
+                            scale += fabs(t);
+                        }
+                        double got = value_at(y, m * N + n);
+                        if (!(fabs(got - want) <= rtol[d] * scale + 1e-30))
+                            fail_msg("[%lld,%lld,%lld] dtype %d bias %d: y[%lld][%lld] is %.9g, expected %.9g",
+                                     (long long)M, (long long)K, (long long)N, (int)dtypes[d], with_bias,
+                                     (long long)m, (long long)n, got, want);
+                    }
+                tk_tensor_free(y);
+            }
+            tk_tensor_free(tx);
+            tk_tensor_free(tw);
+            tk_tensor_free(tb);
+        }
+        free(x);
+        free(w);
+        free(b);
+    }
+}
+
 /* nn.Linear accepts [..., in]: leading dimensions are kept. */
 static void ref__linear_keeps_leading_dimensions(void **state)
 {
@@ -473,6 +532,7 @@ int main(void)
         CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),
         CPU_TEST(ref__linear_without_bias),
         CPU_TEST(ref__linear_keeps_leading_dimensions),
+        CPU_TEST(cpu__linear_tiles_and_threads_match_double_sums),
         cmocka_unit_test(ops__builtins_are_registered_with_their_schemas),
         CPU_TEST(meta__elementwise_errors_name_the_op_inputs_and_shapes),
         CPU_TEST(meta__linear_errors_name_the_mismatched_shapes),
