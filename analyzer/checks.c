@@ -20,20 +20,22 @@ void tk_diag_add(cJSON *diags, const char *file, int line, int col, int ecol, co
         col = 1;
     if (ecol <= col)
         ecol = col + 1;
-    /* one finding per place and rule, however many ops reach it */
-    for (cJSON *d = diags->child; d; d = d->next) {
-        cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "file");
-        if (cJSON_GetObjectItemCaseSensitive(d, "line")->valueint == line &&
-            cJSON_GetObjectItemCaseSensitive(d, "column")->valueint == col &&
-            strcmp(cJSON_GetObjectItemCaseSensitive(d, "rule")->valuestring, rule) == 0 &&
-            strcmp(cJSON_IsString(f) ? f->valuestring : "", file ? file : "") == 0)
-            return;
-    }
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* one finding per place, rule and message, however many ops reach it; two ops that one
+     * X-macro line expands to share a place but not a message, and both are reported */
+    for (cJSON *d = diags->child; d; d = d->next) {
+        cJSON *f = cJSON_GetObjectItemCaseSensitive(d, "file");
+        if (cJSON_GetObjectItemCaseSensitive(d, "line")->valueint == line &&
+            cJSON_GetObjectItemCaseSensitive(d, "column")->valueint == col &&
+            strcmp(cJSON_GetObjectItemCaseSensitive(d, "rule")->valuestring, rule) == 0 &&
+            strcmp(cJSON_GetObjectItemCaseSensitive(d, "message")->valuestring, msg) == 0 &&
+            strcmp(cJSON_IsString(f) ? f->valuestring : "", file ? file : "") == 0)
+            return;
+    }
     cJSON *d = cJSON_CreateObject();
     cJSON_AddItemToObject(d, "file", file ? cJSON_CreateString(file) : cJSON_CreateNull());
     cJSON_AddNumberToObject(d, "line", line);
@@ -59,6 +61,14 @@ static const char *describe(const char *kind, int size)
         return size > 0 && size <= 8 && names[size][0] ? names[size] : "integer";
     }
     return "value";
+}
+
+/* "a" or "an" before one of describe's words, by how it is read: "an 8-byte integer", "an integer". */
+static const char *article(const char *word)
+{
+    return word[0] == '8' || word[0] == 'i' || word[0] == 'a' || word[0] == 'e' || word[0] == 'o' || word[0] == 'u'
+               ? "an"
+               : "a";
 }
 
 void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const char *kernel, const cJSON *kdef)
@@ -87,10 +97,13 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
             bad = "kind";
         else if (((a_int && p_int) || (a_flt && p_flt) || !strcmp(pk, "other")) && as != ps && as && ps)
             bad = "size";
+        /* numbered as the user counts tk_wrap's arguments: ctx, kernel, grid and block come first */
+        const char *what = describe(ak, as);
         if (bad)
             tk_diag_add(diags, file, aline, acol, aecol, "error", "tk-arg-mismatch",
-                        "argument %d of tk_wrap is a %s, but parameter '%s' of kernel '%s' is '%s'%s", i + 1,
-                        describe(ak, as), tk_json_str(p, "name", ""), kernel, tk_json_str(p, "type", ""),
+                        "tk_wrap's argument %d (the kernel's argument %d) is %s %s, but parameter '%s' of kernel '%s' "
+                        "is '%s'%s",
+                        i + 5, i + 1, article(what), what, tk_json_str(p, "name", ""), kernel, tk_json_str(p, "type", ""),
                         p_ptr && !a_ptr ? " (pass a tensor)" : "");
     }
 }

@@ -177,6 +177,18 @@ static unsigned cursor_line(CXCursor c)
     return line;
 }
 
+/* Where the user wrote c: its spelling when that is in the file being summarized (an argument
+ * of a macro such as tk_wrap, on its own line), else the macro use. */
+static unsigned user_pos(CXFile summarized, CXCursor c, unsigned *col)
+{
+    CXFile f;
+    unsigned line = 0;
+    clang_getSpellingLocation(clang_getCursorLocation(c), &f, &line, col, NULL);
+    if (!f || !summarized || !clang_File_isEqual(f, summarized))
+        clang_getExpansionLocation(clang_getCursorLocation(c), NULL, &line, col, NULL);
+    return line;
+}
+
 /* Children of a cursor, for the few places that need them by position. */
 typedef struct kids {
     CXCursor c[16];
@@ -271,13 +283,15 @@ static cJSON *mk(const char *tag)
     return a;
 }
 
-static cJSON *unknown(CXCursor at, const char *fmt, const char *what)
+static cJSON *unknown(fnstate *fs, CXCursor at, const char *fmt, const char *what)
 {
     char msg[256];
     snprintf(msg, sizeof(msg), fmt, what);
     cJSON *a = mk("?");
+    unsigned col = 0, line = user_pos(fs ? fs->x->curf : NULL, at, &col);
     cJSON_AddItemToArray(a, cJSON_CreateString(msg));
-    cJSON_AddItemToArray(a, cJSON_CreateNumber(cursor_line(at)));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(line));
+    cJSON_AddItemToArray(a, cJSON_CreateNumber(col));
     return a;
 }
 
@@ -337,7 +351,7 @@ static cJSON *conv_ref(fnstate *fs, CXCursor c)
             r = mk("p");
             cJSON_AddItemToArray(r, cJSON_CreateNumber(i));
         } else {
-            r = unknown(c, "unknown value: parameter '%s' of another function", clang_getCString(name));
+            r = unknown(fs, c, "unknown value: parameter '%s' of another function", clang_getCString(name));
         }
     } else if (rk == CXCursor_FunctionDecl || rk == CXCursor_CXXMethod) {
         r = mk("f");
@@ -481,7 +495,7 @@ static cJSON *conv_call(fnstate *fs, CXCursor c, int depth)
     kids k;
     get_expr_kids(c, &k);
     if (k.n == 0)
-        return unknown(c, "unknown value: %s", "call without a callee");
+        return unknown(fs, c, "unknown value: %s", "call without a callee");
     cJSON *r = mk("c");
     cJSON_AddItemToArray(r, conv(fs, k.c[0], depth + 1));
     cJSON *args = cJSON_CreateArray();
@@ -489,7 +503,9 @@ static cJSON *conv_call(fnstate *fs, CXCursor c, int depth)
     for (int i = 0; i < nargs; i++)
         cJSON_AddItemToArray(args, conv(fs, clang_Cursor_getArgument(c, (unsigned)i), depth + 1));
     cJSON_AddItemToArray(r, args);
-    cJSON_AddItemToArray(r, cJSON_CreateNumber(cursor_line(c)));
+    unsigned col = 0, line = user_pos(fs ? fs->x->curf : NULL, c, &col);
+    cJSON_AddItemToArray(r, cJSON_CreateNumber(line));
+    cJSON_AddItemToArray(r, cJSON_CreateNumber(col));
     return r;
 }
 
@@ -497,7 +513,7 @@ static cJSON *conv_call(fnstate *fs, CXCursor c, int depth)
 static cJSON *conv(fnstate *fs, CXCursor c, int depth)
 {
     if (depth > MAX_EXPR_DEPTH)
-        return unknown(c, "unknown value: %s", "expression nested too deeply");
+        return unknown(fs, c, "unknown value: %s", "expression nested too deeply");
     enum CXCursorKind kind = clang_getCursorKind(c);
     kids k;
     switch (kind) {
@@ -515,7 +531,7 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
     case CXCursor_MemberRefExpr: {
         get_expr_kids(c, &k);
         if (!k.n)
-            return unknown(c, "unknown value: member '%s' of an implicit object", "");
+            return unknown(fs, c, "unknown value: member '%s' of an implicit object", "");
         cJSON *r = mk("m");
         cJSON_AddItemToArray(r, conv(fs, k.c[0], depth + 1));
         char *f = str_take(clang_getCursorSpelling(c));
@@ -583,7 +599,7 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
             if (stmts.n > 0 && stmts.n <= 16 && clang_isExpression(clang_getCursorKind(stmts.c[stmts.n - 1])))
                 return conv(fs, stmts.c[stmts.n - 1], depth + 1);
         }
-        return unknown(c, "unknown value: %s", "a statement expression whose value the analyzer cannot find");
+        return unknown(fs, c, "unknown value: %s", "a statement expression whose value the analyzer cannot find");
     }
     case CXCursor_InitListExpr:
         return conv_init(fs, c, depth);
@@ -617,7 +633,7 @@ static cJSON *conv(fnstate *fs, CXCursor c, int depth)
         return mk("x");
     default: {
         CXString ks = clang_getCursorKindSpelling(kind);
-        cJSON *r = unknown(c, "unknown value: unsupported expression (%s)", clang_getCString(ks));
+        cJSON *r = unknown(fs, c, "unknown value: unsupported expression (%s)", clang_getCString(ks));
         clang_disposeString(ks);
         return r;
     }
@@ -769,6 +785,13 @@ static void add_range(cJSON *o, CXCursor c, int spelling)
     cJSON_AddNumberToObject(o, "ecol", ecol);
 }
 
+static CXFile spelling_file(CXCursor c)
+{
+    CXFile f = NULL;
+    clang_getSpellingLocation(clang_getCursorLocation(c), &f, NULL, NULL, NULL);
+    return f;
+}
+
 static cJSON *pos_obj(CXCursor c)
 {
     cJSON *o = cJSON_CreateObject();
@@ -905,7 +928,11 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
     int nargs = clang_Cursor_getNumArguments(c);
     if (strcmp(name, "tk_wrap_launch") == 0 && nargs >= 2) {
         cJSON *l = pos_obj(c);
-        cJSON_AddItemToObject(l, "k", conv(fs, clang_Cursor_getArgument(c, 1), 0));
+        CXCursor karg = clang_Cursor_getArgument(c, 1);
+        cJSON_AddItemToObject(l, "k", conv(fs, karg, 0));
+        cJSON *kpos = cJSON_AddObjectToObject(l, "kpos"); /* where the kernel expression is written */
+        CXCursor kuser = strip(karg); /* tk_wrap's (kernel): the parentheses are the macro's */
+        add_range(kpos, kuser, clang_File_isEqual(fs->x->curf, spelling_file(kuser)));
         cJSON *args = cJSON_AddArrayToObject(l, "args");
         if (nargs >= 6) {
             void *ctx[2] = {fs, args};
@@ -1530,7 +1557,10 @@ static void first_error(CXTranslationUnit tu, cJSON *diags, const char *main_pat
             unsigned line, col;
             clang_getExpansionLocation(clang_getDiagnosticLocation(d), &f, &line, &col, NULL);
             cJSON *o = cJSON_CreateObject();
-            if (f) {
+            if (!f) { /* no place in a file (an encoding clang refuses): the file itself, at its start */
+                line = col = 1;
+                cJSON_AddStringToObject(o, "file", main_path);
+            } else {
                 char *real = str_take(clang_File_tryGetRealPathName(f));
                 if (!*real) {
                     free(real);
@@ -1540,14 +1570,18 @@ static void first_error(CXTranslationUnit tu, cJSON *diags, const char *main_pat
                 if (strcmp(real, main_path) != 0) /* in a header: reported once, naming this includer */
                     cJSON_AddStringToObject(o, "via", main_path);
                 free(real);
-            } else {
-                cJSON_AddNullToObject(o, "file");
             }
             cJSON_AddNumberToObject(o, "line", line);
             cJSON_AddNumberToObject(o, "col", col);
             cJSON_AddStringToObject(o, "severity", "error");
             cJSON_AddStringToObject(o, "rule", "tk-parse-error");
-            add_str(o, "message", clang_getDiagnosticSpelling(d));
+            char *msg = str_take(clang_getDiagnosticSpelling(d));
+            if (strstr(msg, "UTF-16") && strstr(msg, "byte order mark"))
+                cJSON_AddStringToObject(o, "message", "the file is UTF-16 (it starts with a UTF-16 byte order mark): "
+                                                      "expected UTF-8, without a byte order mark or with the UTF-8 one");
+            else
+                cJSON_AddStringToObject(o, "message", msg);
+            free(msg);
             cJSON_AddItemToArray(diags, o);
             clang_disposeDiagnostic(d);
             return;

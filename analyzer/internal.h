@@ -6,7 +6,7 @@
  *    "kernels":[{name,line,params:[{name,type,kind,size}],writes:[index]}], TK_KERNEL definitions
  *    "handles":[{name,line}],                                            TK_KERNEL_DECL
  *    "funcs":[{usr,name,line,static,op?,schema?,params:[names],
- *              launches:[{line,col,ecol,k:EXPR,args:[{kind,size,line,col,ecol,e?:EXPR}]}],
+ *              launches:[{line,col,ecol,k:EXPR,kpos:{line,col,ecol},args:[{kind,size,line,col,ecol,e?:EXPR}]}],
  *                                                                        tk_wrap sites
  *              calls:[{line,col,f:EXPR,a:[EXPR]}],                       other calls
  *              opcalls:[{line,col,name|null}],                           tk_call sites
@@ -17,10 +17,10 @@
  *    "idents":[name]}                 identifiers a kernel file's code uses (outside directives)
  * EXPR is a small array tree, evaluated by resolve.c:
  *   ["k",name] kernel handle      ["f",usr,name] function     ["g",usr,name] file-scope variable
- *   ["l",id,name] local variable  ["p",index] parameter       ["c",EXPR,[EXPR...],line] call
+ *   ["l",id,name] local variable  ["p",index] parameter       ["c",EXPR,[EXPR...],line,col] call
  *   ["u",[EXPR...]] any of        ["m",EXPR,field] member     ["i",EXPR,K?] element K (any without K)
  *   ["rec",{field:EXPR}] struct initializer   ["arr",[EXPR...],[K...]] array initializer, indices
- *   ["0"] null / not a pointer    ["x"] a value that is not a kernel    ["?",reason,line] unknown
+ *   ["0"] null / not a pointer    ["x"] a value that is not a kernel    ["?",reason,line,col] unknown
  * Pointers are looked through: &x, *x and x are one EXPR, p->f is ["m",p,f], p + 1 is ["i",p,1]. */
 #ifndef TK_ANALYZER_INTERNAL_H
 #define TK_ANALYZER_INTERNAL_H
@@ -33,7 +33,7 @@
 #include "map.h"
 #include "schema.h"
 
-#define TK_SUMMARY_VERSION 4
+#define TK_SUMMARY_VERSION 5
 
 /* Where the analyzer finds its own headers, its CUDA shim folder and the CUDA toolkit. */
 typedef struct tk_env {
@@ -109,7 +109,7 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
 /* --- checks.c: the lint rules beyond the op->kernel map ------------------------------------ */
 
 /* Schemas and op names: tk_schema_parse and tk_op_name_valid live in common/schema.h. */
-/* Appends a diagnostic unless one of the same rule is already at that place. */
+/* Appends a diagnostic unless one of the same rule and message is already at that place. */
 void tk_diag_add(cJSON *diags, const char *file, int line, int col, int ecol, const char *severity,
                  const char *rule, const char *fmt, ...)
 #if defined(__GNUC__)

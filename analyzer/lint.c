@@ -559,6 +559,16 @@ int tk_lint_exit_status(const cJSON *doc, int werror)
 
 static int utf8_cont(unsigned char c) { return (c & 0xC0) == 0x80; }
 
+/* Whether a source line can be shown as it is: no control bytes but tabs (a UTF-16 file's
+ * NULs would go to the terminal raw). */
+static int printable(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 && s[i] != '\t' && s[i] != '\r')
+            return 0;
+    return 1;
+}
+
 /* The caret line under [col, ecol) of line s: the columns before it as blanks (tabs kept, so
  * the caret lines up whatever the tab width), '^' under the first character, '~' under the
  * rest; one mark per character, not per byte of UTF-8. */
@@ -609,7 +619,7 @@ static int render_text(tk_strbuf *sb, src_cache *c, const cJSON *d, int color)
     src_file *f = file ? src_get(c, file) : NULL;
     if ((file && !f) || rc)
         return tk_error_set(TK_ENOMEM, "out of memory rendering the lint findings");
-    if (!f || src_line(f, r.line, &s, &len) != 0)
+    if (!f || src_line(f, r.line, &s, &len) != 0 || !printable(s, len))
         return 0;
     rc |= tk_strbuf_add(sb, s, len);
     rc |= tk_strbuf_adds(sb, "\n");

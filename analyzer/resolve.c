@@ -75,8 +75,8 @@ typedef struct value {
     const char *s;     /* kernel name, function usr, or the reason of an unknown */
     cJSON *agg;        /* V_AGG: ["rec",{..}] or ["arr",[..],[..]] */
     frame *where;      /* V_AGG: where its elements are evaluated */
-    const char *file;  /* V_UNKNOWN: where resolution stopped */
-    int line;
+    const char *file;  /* V_UNKNOWN: where resolution stopped (line 0: the launch's kernel expression) */
+    int line, col;
     const fninfo *fn;  /* V_INPUT: the op */
     int idx;           /* V_INPUT: the input */
 } value;
@@ -200,15 +200,15 @@ static void vs_merge(opctx *c, vset *into, const vset *from)
         vs_add(c, into, from->v[i]);
 }
 
-static value unknown_at(const char *reason, const char *file, int line)
+static value unknown_at(const char *reason, const char *file, int line, int col)
 {
-    value v = {V_UNKNOWN, reason, NULL, NULL, file, line, NULL, 0};
+    value v = {V_UNKNOWN, reason, NULL, NULL, file, line, col, NULL, 0};
     return v;
 }
 
 static value simple(vkind kind, const char *s)
 {
-    value v = {kind, s, NULL, NULL, NULL, 0, NULL, 0};
+    value v = {kind, s, NULL, NULL, NULL, 0, 0, NULL, 0};
     return v;
 }
 
@@ -240,6 +240,7 @@ static int on_chain(const frame *f, const fninfo *fn)
 static const char *tag(const cJSON *e) { return cJSON_IsArray(e) && cJSON_IsString(e->child) ? e->child->valuestring : ""; }
 static cJSON *arg(const cJSON *e, int i) { return cJSON_GetArrayItem(e, i); }
 static int line_of(const cJSON *o) { return tk_json_int(o, "line", 0); }
+static int col_of(const cJSON *o) { return tk_json_int(o, "col", 0); }
 
 static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out);
 
@@ -363,12 +364,12 @@ static const char *loc_key(opctx *c, const char *kind, const char *var, const se
     return arena_printf(c, "%s:%s%s", kind, var, p);
 }
 
-static value depth_limit(opctx *c, frame *f, const char *target, int line)
+static value depth_limit(opctx *c, frame *f, const char *target, int line, int col)
 {
     const char *last = f && f->fn ? f->fn->name : "file scope";
     return unknown_at(arena_printf(c, "depth limit: stopped after %d function hops in '%s' before '%s' (raise --max-depth)",
                                    c->lk->max_depth, last, target),
-                      f ? f->file : NULL, line);
+                      f ? f->file : NULL, line, col);
 }
 
 /* Whether calling fn from frame f with args can bring values that no activation of fn already
@@ -432,7 +433,7 @@ static void eval_local(opctx *c, const cJSON *e, const sel *path, frame *f, vset
         cJSON *nm = arg(e, 2);
         vs_add(c, &here, unknown_at(arena_printf(c, "unknown value: the address of '%s' is stored %s, and what is stored through it is not followed",
                                                  cJSON_IsString(nm) ? nm->valuestring : "?", tk_json_str(esc, "into", "")),
-                                    f->file, line_of(esc)));
+                                    f->file, line_of(esc), col_of(esc)));
         facts++;
     }
     if (!here.n && cuts == c->cuts && !c->oom) {
@@ -443,7 +444,7 @@ static void eval_local(opctx *c, const cJSON *e, const sel *path, frame *f, vset
         path_text(path, what, sizeof what);
         vs_add(c, &here, unknown_at(facts || path ? arena_printf(c, "unknown value: no value the analyzer follows is stored in '%s' (a local of '%s')", what, f->fn->name)
                                                   : arena_printf(c, "unknown value: local '%s' of '%s' is declared without a value and never assigned", what, f->fn->name),
-                                    f->file, 0));
+                                    f->file, 0, 0));
     }
     vs_merge(c, out, &here);
 }
@@ -485,7 +486,7 @@ static void eval_param(opctx *c, const cJSON *e, const sel *path, frame *f, int 
         cJSON *pn = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(fn->node, "params"), idx);
         vs_add(c, out, unknown_at(arena_printf(c, "unknown value: parameter '%s' of '%s' has no caller in the scanned sources",
                                                pn ? pn->valuestring : "?", fn->name),
-                                  fn->file, line));
+                                  fn->file, line, 0));
         return;
     }
     /* reached without a call (from an initializer or a store): every caller's argument */
@@ -497,7 +498,7 @@ static void eval_param(opctx *c, const cJSON *e, const sel *path, frame *f, int 
         }
         int cline = line_of(cs->call);
         if (f->depth + 1 > c->lk->max_depth) {
-            vs_add(c, out, depth_limit(c, f, cs->caller->name, cline));
+            vs_add(c, out, depth_limit(c, f, cs->caller->name, cline, col_of(cs->call)));
             continue;
         }
         frame *cf = new_frame(c, cs->caller, NULL, NULL, f, f->depth + 1);
@@ -513,7 +514,7 @@ static void eval_global(opctx *c, const cJSON *e, const sel *path, frame *f, int
     globinfo *g = tk_map_get(&c->lk->glob_by_usr, usr);
     if (!g || (g->n == 0 && g->ntouch == 0)) {
         vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is never initialized or assigned in the scanned sources", name),
-                                  f ? f->file : NULL, line));
+                                  f ? f->file : NULL, line, 0));
         return;
     }
     if (!busy_enter(c, NULL, loc_key(c, "g", usr, path)))
@@ -526,7 +527,7 @@ static void eval_global(opctx *c, const cJSON *e, const sel *path, frame *f, int
         if (fn) {
             /* a store inside a function: evaluated there, whoever called it */
             if (f && f->depth + 1 > c->lk->max_depth) {
-                vs_add(c, out, depth_limit(c, f, fn->name, line_of(fact)));
+                vs_add(c, out, depth_limit(c, f, fn->name, line_of(fact), 0));
                 continue;
             }
             gf = new_frame(c, fn, NULL, NULL, f, f ? f->depth + 1 : 1);
@@ -543,7 +544,7 @@ static void eval_global(opctx *c, const cJSON *e, const sel *path, frame *f, int
     for (size_t i = 0; i < g->ntouch; i++) {
         fninfo *fn = g->touch[i];
         if (f && f->depth + 1 > c->lk->max_depth) {
-            vs_add(c, out, depth_limit(c, f, fn->name, line));
+            vs_add(c, out, depth_limit(c, f, fn->name, line, 0));
             continue;
         }
         frame *gf = new_frame(c, fn, NULL, NULL, f, f ? f->depth + 1 : 1);
@@ -555,14 +556,14 @@ static void eval_global(opctx *c, const cJSON *e, const sel *path, frame *f, int
 
 static void eval_call(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out)
 {
-    int line = arg(e, 3) ? arg(e, 3)->valueint : 0;
+    int line = arg(e, 3) ? arg(e, 3)->valueint : 0, col = arg(e, 4) ? arg(e, 4)->valueint : 0;
     vset callee = {0};
     eval(c, arg(e, 1), f, &callee);
     for (size_t i = 0; i < callee.n; i++) {
         value *v = &callee.v[i];
         if (v->kind == V_UNKNOWN) {
             vs_add(c, out, unknown_at(arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s),
-                                      v->file, v->line));
+                                      v->file, v->line, v->col));
             continue;
         }
         if (v->kind != V_FUNC)
@@ -572,14 +573,14 @@ static void eval_call(opctx *c, const cJSON *e, const sel *path, frame *f, vset 
             const char *nm = strrchr(v->s, '@');
             vs_add(c, out, unknown_at(arena_printf(c, "unknown value: return value of '%s', which has no definition in the scanned sources",
                                                    nm ? nm + 1 : v->s),
-                                      f ? f->file : NULL, line));
+                                      f ? f->file : NULL, line, col));
             continue;
         }
         if (!new_context(c, f, fn, arg(e, 2)))
             continue; /* recursion that repeats a context: the activation on the path gives its values */
         int depth = f ? f->depth + 1 : 1;
         if (depth > c->lk->max_depth) {
-            vs_add(c, out, depth_limit(c, f, fn->name, line));
+            vs_add(c, out, depth_limit(c, f, fn->name, line, col));
             continue;
         }
         frame *cf = new_frame(c, fn, arg(e, 2), f, f, depth);
@@ -644,7 +645,7 @@ static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out
         return;
     if (++c->steps > STEP_BUDGET) {
         if (c->steps == STEP_BUDGET + 1)
-            vs_add(c, out, unknown_at("unknown value: resolution budget exhausted", f ? f->file : NULL, 0));
+            vs_add(c, out, unknown_at("unknown value: resolution budget exhausted", f ? f->file : NULL, 0, 0));
         return;
     }
     const char *t = tag(e);
@@ -654,7 +655,7 @@ static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out
         if (only_indices(path)) /* *k, k[0]: pointers are looked through */
             vs_add(c, out, simple(t[0] == 'k' ? V_KERNEL : V_FUNC, arg(e, 1)->valuestring));
         else
-            vs_add(c, out, unknown_at("unknown value: a member of something that is not a struct", f ? f->file : NULL, 0));
+            vs_add(c, out, unknown_at("unknown value: a member of something that is not a struct", f ? f->file : NULL, 0, 0));
         return;
     case 'l':
         eval_local(c, e, path, f, out);
@@ -685,10 +686,11 @@ static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out
         eval_agg(c, e, path, f, out);
         return;
     case '?':
-        vs_add(c, out, unknown_at(arg(e, 1)->valuestring, f ? f->file : NULL, arg(e, 2)->valueint));
+        vs_add(c, out, unknown_at(arg(e, 1)->valuestring, f ? f->file : NULL, arg(e, 2)->valueint,
+                                  arg(e, 3) ? arg(e, 3)->valueint : 0));
         return;
     case 'x':
-        vs_add(c, out, unknown_at("unknown value: the expression is not a kernel handle", f ? f->file : NULL, 0));
+        vs_add(c, out, unknown_at("unknown value: the expression is not a kernel handle", f ? f->file : NULL, 0, 0));
         return;
     default: /* "0": null */
         vs_add(c, out, simple(V_NULL, NULL));
@@ -755,7 +757,7 @@ static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vse
     cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(node, "calls"))
     {
         cJSON *args = cJSON_GetObjectItemCaseSensitive(it, "a"), *a;
-        int j = 0, line = line_of(it);
+        int j = 0, line = line_of(it), col = col_of(it);
         for (a = args ? args->child : NULL; a; a = a->next, j++) {
             const sel *sp = NULL, *rest;
             const cJSON *r = root_of(c, a, &sp);
@@ -772,15 +774,15 @@ static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vse
                 snprintf(what, sizeof what, "%s", cJSON_IsString(nm) ? nm->valuestring : "a value");
                 if (v->kind == V_UNKNOWN) {
                     vs_add(c, out, unknown_at(arena_printf(c, "indirect call: '%s' is passed to a function the analyzer cannot resolve, which may store a kernel there", what),
-                                              f->file, line));
+                                              f->file, line, col));
                 } else if (v->kind == V_FUNC && !callee) {
                     const char *fname = strrchr(v->s, '@');
                     vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is passed to '%s', which has no definition in the scanned sources: what it stores there is not followed",
                                                            what, fname ? fname + 1 : v->s),
-                                              f->file, line));
+                                              f->file, line, col));
                 } else if (callee && !on_chain(f, callee)) {
                     if (f->depth + 1 > c->lk->max_depth) {
-                        vs_add(c, out, depth_limit(c, f, callee->name, line));
+                        vs_add(c, out, depth_limit(c, f, callee->name, line, col));
                         continue;
                     }
                     frame *cf = new_frame(c, callee, args, f, f, f->depth + 1);
@@ -825,9 +827,9 @@ static void add_unresolved_at(opctx *c, const char *file, int line, int col, int
     cJSON_AddItemToArray(c->unresolved, u);
 }
 
-static void add_unresolved(opctx *c, const char *file, int line, const char *reason)
+static void add_unresolved(opctx *c, const char *file, int line, int col, const char *reason)
 {
-    add_unresolved_at(c, file, line, 1, 0, reason);
+    add_unresolved_at(c, file, line, col, 0, reason);
 }
 
 /* The call path of the activation f, outermost first. */
@@ -860,13 +862,13 @@ static void add_kernel(opctx *c, const char *name, const frame *f)
 
 static void walk(opctx *c, frame *f);
 
-static void enter(opctx *c, frame *f, fninfo *callee, cJSON *args, int line)
+static void enter(opctx *c, frame *f, fninfo *callee, cJSON *args, int line, int col)
 {
     if (!new_context(c, f, callee, args))
         return; /* a cycle that repeats a context: its launches are already being collected */
     if (f->depth + 1 > c->lk->max_depth) {
-        value v = depth_limit(c, f, callee->name, line);
-        add_unresolved(c, v.file, v.line, v.s);
+        value v = depth_limit(c, f, callee->name, line, col);
+        add_unresolved(c, v.file, v.line, v.col, v.s);
         return;
     }
     frame *cf = new_frame(c, callee, args, args ? f : NULL, f, f->depth + 1);
@@ -934,6 +936,9 @@ static void walk(opctx *c, frame *f)
         vset ks = {0};
         eval(c, cJSON_GetObjectItemCaseSensitive(it, "k"), f, &ks);
         int lline = tk_json_int(it, "line", 0), lcol = tk_json_int(it, "col", 0), lecol = tk_json_int(it, "ecol", 0);
+        /* findings about the kernel point at its expression, which may sit on a line of its own */
+        const cJSON *kpos = cJSON_GetObjectItemCaseSensitive(it, "kpos");
+        int kline = kpos ? line_of(kpos) : lline, kcol = kpos ? col_of(kpos) : lcol, kecol = kpos ? tk_json_int(kpos, "ecol", 0) : lecol;
         int accounted = 0; /* a kernel found, or a reason why not */
         for (size_t i = 0; i < ks.n; i++) {
             value *v = &ks.v[i];
@@ -942,7 +947,7 @@ static void walk(opctx *c, frame *f)
                 add_kernel(c, v->s, f);
                 cJSON *def = tk_map_get(&c->lk->kernel_by_name, v->s);
                 if (c->diags && !def)
-                    tk_diag_add(c->diags, f->file, lline, lcol, lecol, "error", "tk-undefined-kernel",
+                    tk_diag_add(c->diags, f->file, kline, kcol, kecol, "error", "tk-undefined-kernel",
                                 "kernel '%s' launched by op '%s' has no TK_KERNEL definition in the scanned sources",
                                 v->s, c->op->op);
                 else if (c->diags) {
@@ -950,11 +955,11 @@ static void walk(opctx *c, frame *f)
                     check_mutation(c, f, it, v->s, def);
                 }
             } else if (v->kind == V_UNKNOWN) {
-                int here = !v->line || v->line == lline;
-                add_unresolved_at(c, v->line ? v->file : f->file, v->line ? v->line : lline, here ? lcol : 1,
-                                  here ? lecol : 0, v->s);
+                int here = !v->line || (v->line == kline && (!v->col || v->col == kcol));
+                add_unresolved_at(c, v->line ? v->file : f->file, here ? kline : v->line, here ? kcol : v->col,
+                                  here ? kecol : 0, v->s);
             } else if (v->kind != V_NULL) {
-                add_unresolved_at(c, f->file, lline, lcol, lecol,
+                add_unresolved_at(c, f->file, kline, kcol, kecol,
                                   v->kind == V_FUNC    ? "unknown value: the kernel expression denotes a function, not a kernel handle"
                                   : v->kind == V_INPUT ? "unknown value: the kernel expression denotes a tensor, not a kernel handle"
                                                        : "unknown value: the kernel expression denotes a struct or table, not a kernel handle");
@@ -962,7 +967,7 @@ static void walk(opctx *c, frame *f)
         }
         /* never silently empty: every launch has kernels or says why it has none */
         if (!accounted && !c->oom)
-            add_unresolved_at(c, f->file, lline, lcol, lecol,
+            add_unresolved_at(c, f->file, kline, kcol, kecol,
                               "unknown value: no kernel handle reaches this tk_wrap (the kernel expression is NULL, or "
                               "set only where the analyzer does not look)");
     }
@@ -971,20 +976,20 @@ static void walk(opctx *c, frame *f)
         vset fs = {0};
         cJSON *fe = cJSON_GetObjectItemCaseSensitive(it, "f");
         eval(c, fe, f, &fs);
-        int line = tk_json_int(it, "line", 0), accounted = 0;
+        int line = tk_json_int(it, "line", 0), col = col_of(it), accounted = 0;
         for (size_t i = 0; i < fs.n; i++) {
             value *v = &fs.v[i];
             accounted |= v->kind != V_NULL;
             if (v->kind == V_UNKNOWN) {
-                add_unresolved(c, f->file, line, arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s));
+                add_unresolved(c, f->file, line, col, arena_printf(c, "indirect call: the called function could not be resolved (%s)", v->s));
                 continue;
             }
             fninfo *callee = v->kind == V_FUNC ? tk_map_get(&c->lk->fn_by_usr, v->s) : NULL;
             if (callee && callee->may_launch)
-                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), line);
+                enter(c, f, callee, cJSON_GetObjectItemCaseSensitive(it, "a"), line, col);
         }
         if (!accounted && !c->oom && strcmp(tag(fe), "f") != 0)
-            add_unresolved(c, f->file, line,
+            add_unresolved(c, f->file, line, col,
                            "indirect call: no function reaches this call through a pointer (it is NULL, or set only where "
                            "the analyzer does not look)");
     }
@@ -992,17 +997,17 @@ static void walk(opctx *c, frame *f)
     {
         cJSON *name = cJSON_GetObjectItemCaseSensitive(it, "name");
         if (!cJSON_IsString(name)) {
-            add_unresolved(c, f->file, tk_json_int(it, "line", 0), "unknown value: tk_call with an op name that is not a string literal");
+            add_unresolved(c, f->file, line_of(it), col_of(it), "unknown value: tk_call with an op name that is not a string literal");
             continue;
         }
         fninfo *op = tk_map_get(&c->lk->op_by_name, name->valuestring);
         if (!op) {
-            add_unresolved(c, f->file, tk_json_int(it, "line", 0),
+            add_unresolved(c, f->file, line_of(it), col_of(it),
                            arena_printf(c, "unknown value: op '%s' called through tk_call is not defined in the scanned sources",
                                         name->valuestring));
             continue;
         }
-        enter(c, f, op, NULL, tk_json_int(it, "line", 0));
+        enter(c, f, op, NULL, line_of(it), col_of(it));
     }
 }
 

@@ -814,6 +814,58 @@ static const struct {
 };
 #define N_DEFECTS (sizeof(k_defects) / sizeof(k_defects[0]))
 
+/* Every finding at the line and column of the value it is about, even on a line of its own;
+ * tk_wrap's arguments numbered as the call has them; "an 8-byte"; two ops one X-macro line
+ * defines both reported; a UTF-16 file reported at its start. */
+static void e2e__findings_point_at_their_values(void **state) {
+    (void)state;
+    cJSON *doc = lint_run("diagpos");
+    static const struct {
+        const char *rule, *file, *needle, *message;
+    } expect[] = {
+        {"tk-unresolved-kernel", "diagpos/op.c", "dp_unknown(),",
+         "cannot resolve the kernel launched by op 'test::dp_unresolved': unknown value: return value of 'dp_unknown', "
+         "which has no definition in the scanned sources"},
+        {"tk-arg-mismatch", "diagpos/op.c", "(float)tk_numel",
+         "tk_wrap's argument 7 (the kernel's argument 3) is a float, but parameter 'n' of kernel 'dp_k' is 'int64_t'"},
+        {"tk-arg-mismatch", "diagpos/op.c", "tk_numel(in[0]) + 0);",
+         "tk_wrap's argument 7 (the kernel's argument 3) is an 8-byte integer, but parameter 'n' of kernel "
+         "'dp_k_double' is 'double'"},
+        {"tk-undefined-kernel", "diagpos/op.c", "dp_nodef, TK_DIM3",
+         "kernel 'dp_nodef' launched by op 'test::dp_undefined' has no TK_KERNEL definition in the scanned sources"},
+        {"tk-arg-mismatch", "diagpos/op.c", "1.5f",
+         "tk_wrap's argument 7 (the kernel's argument 3) is a float, but parameter 'n' of kernel 'dp_xa' is 'int64_t'"},
+        {"tk-arg-mismatch", "diagpos/op.c", "1.5f",
+         "tk_wrap's argument 7 (the kernel's argument 3) is a float, but parameter 'n' of kernel 'dp_xb' is 'int64_t'"},
+        {"tk-parse-error", "diagpos/utf16.c", NULL,
+         "the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8, without a byte order mark or "
+         "with the UTF-8 one"},
+    };
+    const size_t n = sizeof expect / sizeof expect[0];
+    if ((size_t)cJSON_GetArraySize(diags_of(doc)) != n) {
+        print_diags(doc);
+        fail_msg("%d findings, expected %zu", cJSON_GetArraySize(diags_of(doc)), n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const cJSON *hit = NULL, *d;
+        cJSON_ArrayForEach(d, diags_of(doc)) {
+            if (!strcmp(str_of(d, "message"), expect[i].message))
+                hit = d;
+        }
+        if (!hit) {
+            print_diags(doc);
+            fail_msg("no finding says: %s", expect[i].message);
+        }
+        assert_string_equal(str_of(hit, "rule"), expect[i].rule);
+        assert_string_equal(str_of(hit, "file"), expect[i].file);
+        int line = expect[i].needle ? tk_line_of(expect[i].file, expect[i].needle) : 1;
+        int col = expect[i].needle ? tk_col_of(expect[i].file, expect[i].needle) : 1;
+        assert_int_equal(int_of(hit, "line"), line);
+        assert_int_equal(int_of(hit, "column"), col);
+    }
+    cJSON_Delete(doc);
+}
+
 /* tk-undeclared-mutation through any element type: kernels over __nv_bfloat16 and __half write
  * through operator= and operator+= (calls, not C assignments); both are found, the kernel that
  * only reads its half input is not. */
@@ -1159,6 +1211,7 @@ int main(void) {
         TK_TEST(sarif__columns_count_utf16_units_and_uris_are_encoded),
         TK_TEST(e2e__defects_yield_exactly_one_finding_per_rule),
         TK_TEST(e2e__autotune_declarations_are_checked_against_the_kernel),
+        TK_TEST(e2e__findings_point_at_their_values),
         TK_TEST(e2e__undeclared_mutation_through_bf16_and_half),
         TK_TEST(e2e__undeclared_mutation_through_helpers_atomics_and_aliases),
         TK_TEST(e2e__autotune_source_check_reads_the_editor_buffer),

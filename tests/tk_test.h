@@ -61,4 +61,23 @@ static inline int tk_line_of(const char *path, const char *needle)
     return found;
 }
 
+/* The 1-based column of needle on the first line of path that holds it. */
+static inline int tk_col_of(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        fail_msg("cannot read '%s'", path);
+    char line[4096];
+    int col = 0;
+    while (!col && fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, needle);
+        if (at)
+            col = (int)(at - line) + 1;
+    }
+    fclose(f);
+    if (!col)
+        fail_msg("'%s' does not contain '%s'", path, needle);
+    return col;
+}
+
 #endif
