@@ -353,7 +353,14 @@ static cJSON *conv_ref(fnstate *fs, CXCursor c)
         } else {
             r = unknown(fs, c, "unknown value: parameter '%s' of another function", clang_getCString(name));
         }
-    } else if (rk == CXCursor_FunctionDecl || rk == CXCursor_CXXMethod) {
+    } else if (rk == CXCursor_FunctionDecl || rk == CXCursor_CXXMethod || rk == CXCursor_FunctionTemplate) {
+        /* a template's specialization (helper<int>) is the template: one summary for all */
+        CXCursor tmpl = clang_getSpecializedCursorTemplate(ref);
+        if (!clang_Cursor_isNull(tmpl)) {
+            ref = tmpl;
+            clang_disposeString(name);
+            name = clang_getCursorSpelling(ref);
+        }
         r = mk("f");
         char *usr = str_take(clang_getCursorUSR(ref));
         cJSON_AddItemToArray(r, cJSON_CreateString(usr));
@@ -878,6 +885,23 @@ static int io_index(fnstate *fs, CXCursor c, int *which, long long *k)
 /* The boxed arguments of a tk_wrap: the compound literal of TK_ARG(...) calls. Each records the
  * parameter type TK_ARG's _Generic chose (kind, size), where the user wrote it, and, in an op
  * body, which in[K]/out[K] it is. */
+/* One kernel argument of a launch: its kind and size as boxed (type), where the user wrote it,
+ * and for a pointer what it denotes (resolve.c follows it back to an op's in[K]). */
+static void add_arg(fnstate *fs, cJSON *args, CXCursor user, CXType type)
+{
+    const char *kind = "other";
+    long long size = 0;
+    if (type.kind != CXType_Invalid)
+        classify(type, &kind, &size);
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "kind", kind);
+    cJSON_AddNumberToObject(a, "size", (double)size);
+    add_range(a, user, clang_File_isEqual(fs->x->curf, spelling_file(user)));
+    if (!strcmp(kind, "tensor") || !strcmp(kind, "ptr"))
+        cJSON_AddItemToObject(a, "e", conv(fs, user, 0));
+    cJSON_AddItemToArray(args, a);
+}
+
 static enum CXChildVisitResult box_arg(CXCursor c, CXCursor parent, CXClientData data)
 {
     (void)parent;
@@ -893,20 +917,8 @@ static enum CXChildVisitResult box_arg(CXCursor c, CXCursor parent, CXClientData
     CXType ft = clang_getCanonicalType(clang_getCursorType(k.c[0]));
     if (ft.kind == CXType_Pointer)
         ft = clang_getCanonicalType(clang_getPointeeType(ft));
-    const char *kind = "other";
-    long long size = 0;
-    if (clang_getNumArgTypes(ft) == 1)
-        classify(clang_getArgType(ft, 0), &kind, &size);
-    cJSON *a = cJSON_CreateObject();
-    cJSON_AddStringToObject(a, "kind", kind);
-    cJSON_AddNumberToObject(a, "size", (double)size);
-    /* the user's expression is the operand of the boxing call */
-    CXCursor user = k.c[1];
-    add_range(a, user, 1);
-    /* what a pointer argument denotes: resolve.c follows it back to an op's in[K] */
-    if (!strcmp(kind, "tensor") || !strcmp(kind, "ptr"))
-        cJSON_AddItemToObject(a, "e", conv(fs, user, 0));
-    cJSON_AddItemToArray(args, a);
+    /* the user's expression is the operand of the boxing call, its type that of the boxer's parameter */
+    add_arg(fs, args, k.c[1], clang_getNumArgTypes(ft) == 1 ? clang_getArgType(ft, 0) : (CXType){CXType_Invalid, {0, 0}});
     return CXChildVisit_Continue;
 }
 
@@ -924,9 +936,12 @@ static int is_raw_launch_api(const char *n)
 static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
 {
     CXCursor ref = clang_getCursorReferenced(c);
-    char *name = clang_Cursor_isNull(ref) ? strdup("") : str_take(clang_getCursorSpelling(ref));
+    /* a call in a template whose callee depends on its parameters references nothing yet: its
+     * own spelling is the callee's name */
+    char *name = str_take(clang_getCursorSpelling(clang_Cursor_isNull(ref) ? c : ref));
     int nargs = clang_Cursor_getNumArguments(c);
-    if (strcmp(name, "tk_wrap_launch") == 0 && nargs >= 2) {
+    int cxx_wrap = strcmp(name, "tk__wrap") == 0; /* tk_wrap in C++ (op.h) */
+    if ((strcmp(name, "tk_wrap_launch") == 0 && nargs >= 2) || (cxx_wrap && nargs >= 4)) {
         cJSON *l = pos_obj(c);
         CXCursor karg = clang_Cursor_getArgument(c, 1);
         cJSON_AddItemToObject(l, "k", conv(fs, karg, 0));
@@ -934,7 +949,10 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
         CXCursor kuser = strip(karg); /* tk_wrap's (kernel): the parentheses are the macro's */
         add_range(kpos, kuser, clang_File_isEqual(fs->x->curf, spelling_file(kuser)));
         cJSON *args = cJSON_AddArrayToObject(l, "args");
-        if (nargs >= 6) {
+        if (cxx_wrap) {
+            for (int i = 4; i < nargs; i++)
+                add_arg(fs, args, clang_Cursor_getArgument(c, (unsigned)i), clang_getCursorType(clang_Cursor_getArgument(c, (unsigned)i)));
+        } else if (nargs >= 6) {
             void *ctx[2] = {fs, args};
             clang_visitChildren(clang_Cursor_getArgument(c, 5), box_arg, ctx);
         }
@@ -1515,7 +1533,8 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
         return CXChildVisit_Recurse;
     if (!enter_file(x, c))
         return CXChildVisit_Continue;
-    if ((kind == CXCursor_FunctionDecl || kind == CXCursor_CXXMethod) && clang_isCursorDefinition(c)) {
+    if ((kind == CXCursor_FunctionDecl || kind == CXCursor_CXXMethod || kind == CXCursor_FunctionTemplate) &&
+        clang_isCursorDefinition(c)) {
         summarize_function(x, c);
     } else if (kind == CXCursor_VarDecl) {
         char *h = annotation(c, "tk.kernel_decl");

@@ -79,6 +79,7 @@ typedef struct value {
     int line, col;
     const fninfo *fn;  /* V_INPUT: the op */
     int idx;           /* V_INPUT: the input */
+    const char *name;  /* V_FUNC: the function's name as written (its USR is s) */
 } value;
 
 typedef struct vset {
@@ -177,6 +178,13 @@ static int vs_has(const vset *s, const value *v)
     return 0;
 }
 
+/* A function value's name for messages: as written, else the tail of its USR. */
+static const char *func_name(const value *v)
+{
+    const char *at = strrchr(v->s, '@');
+    return v->name ? v->name : at ? at + 1 : v->s;
+}
+
 static void vs_add(opctx *c, vset *s, value v)
 {
     if (vs_has(s, &v))
@@ -202,13 +210,13 @@ static void vs_merge(opctx *c, vset *into, const vset *from)
 
 static value unknown_at(const char *reason, const char *file, int line, int col)
 {
-    value v = {V_UNKNOWN, reason, NULL, NULL, file, line, col, NULL, 0};
+    value v = {V_UNKNOWN, reason, NULL, NULL, file, line, col, NULL, 0, NULL};
     return v;
 }
 
 static value simple(vkind kind, const char *s)
 {
-    value v = {kind, s, NULL, NULL, NULL, 0, 0, NULL, 0};
+    value v = {kind, s, NULL, NULL, NULL, 0, 0, NULL, 0, NULL};
     return v;
 }
 
@@ -570,9 +578,8 @@ static void eval_call(opctx *c, const cJSON *e, const sel *path, frame *f, vset 
             continue;
         fninfo *fn = tk_map_get(&c->lk->fn_by_usr, v->s);
         if (!fn) {
-            const char *nm = strrchr(v->s, '@');
             vs_add(c, out, unknown_at(arena_printf(c, "unknown value: return value of '%s', which has no definition in the scanned sources",
-                                                   nm ? nm + 1 : v->s),
+                                                   func_name(v)),
                                       f ? f->file : NULL, line, col));
             continue;
         }
@@ -652,9 +659,11 @@ static void evalp(opctx *c, const cJSON *e, const sel *path, frame *f, vset *out
     switch (t[0]) {
     case 'k':
     case 'f':
-        if (only_indices(path)) /* *k, k[0]: pointers are looked through */
-            vs_add(c, out, simple(t[0] == 'k' ? V_KERNEL : V_FUNC, arg(e, 1)->valuestring));
-        else
+        if (only_indices(path)) { /* *k, k[0]: pointers are looked through */
+            value v = simple(t[0] == 'k' ? V_KERNEL : V_FUNC, arg(e, 1)->valuestring);
+            v.name = t[0] == 'f' && cJSON_IsString(arg(e, 2)) ? arg(e, 2)->valuestring : NULL;
+            vs_add(c, out, v);
+        } else
             vs_add(c, out, unknown_at("unknown value: a member of something that is not a struct", f ? f->file : NULL, 0, 0));
         return;
     case 'l':
@@ -776,9 +785,8 @@ static int stores_in(opctx *c, const cJSON *root, const sel *path, frame *f, vse
                     vs_add(c, out, unknown_at(arena_printf(c, "indirect call: '%s' is passed to a function the analyzer cannot resolve, which may store a kernel there", what),
                                               f->file, line, col));
                 } else if (v->kind == V_FUNC && !callee) {
-                    const char *fname = strrchr(v->s, '@');
                     vs_add(c, out, unknown_at(arena_printf(c, "unknown value: '%s' is passed to '%s', which has no definition in the scanned sources: what it stores there is not followed",
-                                                           what, fname ? fname + 1 : v->s),
+                                                           what, func_name(v)),
                                               f->file, line, col));
                 } else if (callee && !on_chain(f, callee)) {
                     if (f->depth + 1 > c->lk->max_depth) {

@@ -914,6 +914,23 @@ static void headers__cub_from_cuda_13_cccl_parses_as_under_nvcc(void **state) {
     cJSON_Delete(root);
 }
 
+/* C++ host code: tk_wrap through function templates, a template picking its kernel by a
+ * non-type parameter (each specialization is its template), a template with no body named as
+ * written. */
+static void resolve__function_templates_in_cuda_host_code(void **state) {
+    (void)state;
+    cJSON *root = analyze_dir("templates");
+    assert_no_parse_errors(root);
+    cJSON *op = find_op(root, "test::tp");
+    assert_resolved(op, "tp_k");
+    assert_via(op, "tp_k", "tp_op,tp_launch");
+    assert_resolved(find_op(root, "test::tp_picked"), "tp_k,tp_k_wide");
+    cJSON *missing = find_op(root, "test::tp_missing");
+    assert_kernels(missing, "");
+    assert_unresolved_reason_prefix(missing, "unknown value: return value of 'tp_missing', which has no definition");
+    cJSON_Delete(root);
+}
+
 static void kernels__params_list_names_and_types(void **state) {
     (void)state;
     cJSON *root = analyze_fixture("kernel_params");
@@ -1360,6 +1377,7 @@ int main(void) {
         TK_TEST(headers__headers_among_the_paths_parse_in_their_language),
         TK_TEST(headers__an_error_in_a_header_is_reported_once_naming_an_includer),
         TK_TEST(headers__cub_from_cuda_13_cccl_parses_as_under_nvcc),
+        TK_TEST(resolve__function_templates_in_cuda_host_code),
         TK_TEST(kernels__params_list_names_and_types),
         TK_TEST(kernels__cuda_half_and_bfloat16_params_parse_cleanly),
         TK_TEST(diagnostics__broken_file_is_reported_and_other_files_resolve),

@@ -41,9 +41,15 @@ typedef struct tk_dim3 {
 
 #define TK_DIM3(...) TK__DIM3_PICK(__VA_ARGS__, TK__DIM3_3, TK__DIM3_2, TK__DIM3_1, _)(__VA_ARGS__)
 #define TK__DIM3_PICK(_1, _2, _3, NAME, ...) NAME
+#ifdef __cplusplus /* no compound literals in C++ */
+#define TK__DIM3_1(x) (tk_dim3{(uint32_t)(x), 1u, 1u})
+#define TK__DIM3_2(x, y) (tk_dim3{(uint32_t)(x), (uint32_t)(y), 1u})
+#define TK__DIM3_3(x, y, z) (tk_dim3{(uint32_t)(x), (uint32_t)(y), (uint32_t)(z)})
+#else
 #define TK__DIM3_1(x) ((tk_dim3){(uint32_t)(x), 1u, 1u})
 #define TK__DIM3_2(x, y) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), 1u})
 #define TK__DIM3_3(x, y, z) ((tk_dim3){(uint32_t)(x), (uint32_t)(y), (uint32_t)(z)})
+#endif
 
 /* --- symbolic shapes -------------------------------------------------------------------------
  * A meta function computes its outputs' shapes from its inputs' with tk_sym values: in eager mode
@@ -134,6 +140,7 @@ static inline tk_arg tk__arg_f32(float x) { tk_arg a = {TK_ARG_FLOAT, 4u, {0}}; 
 static inline tk_arg tk__arg_f64(double x) { tk_arg a = {TK_ARG_FLOAT, 8u, {0}}; a.v.f = x; return a; }
 static inline tk_arg tk__arg_ptr(const void *p) { tk_arg a = {TK_ARG_PTR, (uint32_t)sizeof(void *), {0}}; a.v.ptr = p; return a; }
 
+#ifndef __cplusplus /* C++ boxes arguments by overloading: below, after the C declarations */
 #define TK_ARG(x) _Generic((x),                                                    \
     tk_tensor *: tk__arg_tensor, const tk_tensor *: tk__arg_tensor,                \
     _Bool: tk__arg_u8, char: tk__arg_i8, signed char: tk__arg_i8,                   \
@@ -143,6 +150,7 @@ static inline tk_arg tk__arg_ptr(const void *p) { tk_arg a = {TK_ARG_PTR, (uint3
     long long: tk__arg_i64, unsigned long long: tk__arg_u64,                        \
     float: tk__arg_f32, double: tk__arg_f64,                                        \
     default: tk__arg_ptr)(x)
+#endif
 
 #define TK__NARG(...) TK__NARG_(__VA_ARGS__, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 #define TK__NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, _13, _14, _15, _16, _17, _18, _19, _20, _21, _22, _23, _24, N, ...) N
@@ -178,9 +186,11 @@ static inline tk_arg tk__arg_ptr(const void *p) { tk_arg a = {TK_ARG_PTR, (uint3
  * on the context's stream: tk_wrap(ctx, kernel, grid, block, args...), at most 24 arguments.
  * The only launch the tools can see: a raw <<<>>>, cudaLaunchKernel or cuLaunchKernel inside an
  * op is invisible to export and packaging. Returns 0 or a negative tk_error_code. */
+#ifndef __cplusplus
 #define tk_wrap(ctx, kernel, grid, block, ...)                                      \
     tk_wrap_launch((ctx), (kernel), (grid), (block), TK__NARG(__VA_ARGS__),         \
                    (const tk_arg[]){TK__MAP(TK_ARG, __VA_ARGS__)})
+#endif
 int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block,
                    int nargs, const tk_arg *args);
 
@@ -412,6 +422,34 @@ int tk_tune_bucket(int64_t key);
 TK_API_END
 #ifdef __cplusplus
 }
+
+/* tk_wrap in C++ (host code of .cu files, templates included): the same boxing as C's
+ * _Generic, by overloading, and the same tk_wrap_launch. */
+static inline tk_arg tk__arg(tk_tensor *t) { return tk__arg_tensor(t); }
+static inline tk_arg tk__arg(const tk_tensor *t) { return tk__arg_tensor(t); }
+static inline tk_arg tk__arg(bool x) { return tk__arg_u8(x); }
+static inline tk_arg tk__arg(char x) { return tk__arg_i8((int8_t)x); }
+static inline tk_arg tk__arg(signed char x) { return tk__arg_i8(x); }
+static inline tk_arg tk__arg(unsigned char x) { return tk__arg_u8(x); }
+static inline tk_arg tk__arg(short x) { return tk__arg_i16(x); }
+static inline tk_arg tk__arg(unsigned short x) { return tk__arg_u16(x); }
+static inline tk_arg tk__arg(int x) { return tk__arg_i32(x); }
+static inline tk_arg tk__arg(unsigned int x) { return tk__arg_u32(x); }
+static inline tk_arg tk__arg(long x) { return tk__arg_i64(x); }
+static inline tk_arg tk__arg(unsigned long x) { return tk__arg_u64(x); }
+static inline tk_arg tk__arg(long long x) { return tk__arg_i64(x); }
+static inline tk_arg tk__arg(unsigned long long x) { return tk__arg_u64(x); }
+static inline tk_arg tk__arg(float x) { return tk__arg_f32(x); }
+static inline tk_arg tk__arg(double x) { return tk__arg_f64(x); }
+template <typename T> static inline tk_arg tk__arg(T *p) { return tk__arg_ptr((const void *)p); }
+
+template <typename... A>
+static inline int tk__wrap(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, A... a)
+{
+    const tk_arg args[sizeof...(A) ? sizeof...(A) : 1] = {tk__arg(a)...};
+    return tk_wrap_launch(ctx, kernel, grid, block, (int)sizeof...(A), args);
+}
+#define tk_wrap(ctx, kernel, grid, block, ...) tk__wrap((ctx), (kernel), (grid), (block), __VA_ARGS__)
 #endif
 
 #endif
