@@ -834,6 +834,11 @@ def main(argv):
     ap.add_argument("--ops", type=int, default=160, help="op files (default 160)")
     ap.add_argument("--kernels", type=int, default=20, help="kernel files (default 20)")
     ap.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    ap.add_argument("--real-shapes", action="store_true",
+                    help="add the shapes of real CUDA code bases (real_shapes.py): headers with templates, "
+                    "CUB, .cuh kernels, mixed C/C++ headers, launch helpers in headers, C++ ops, lone headers")
+    ap.add_argument("--compdb", action="store_true",
+                    help="write compile_commands.json for the .c and .cu files (no headers, as build systems do)")
     a = ap.parse_args(argv)
     if a.ops < 1 or a.kernels < 1:
         ap.error("--ops and --kernels must be at least 1")
@@ -859,13 +864,32 @@ def main(argv):
             f.write(text)
 
     kernels = {k.name: "kernels/k_%03d.cu" % j for j, ks in enumerate(kfiles) for k in ks}
+    sources = ["ops/op_%03d.c" % i for i in range(a.ops)] + ["kernels/k_%03d.cu" % j for j in range(a.kernels)]
+    lone = {}
+    if a.real_shapes:
+        import real_shapes
+
+        rs_expected, rs_sources, rs_kernels, lone = real_shapes.write(a.outdir, a.ops)
+        expected += rs_expected
+        sources += rs_sources
+        kernels.update(rs_kernels)
+    if a.compdb:
+        root = os.path.abspath(a.outdir)
+        db = [{"directory": root, "file": os.path.join(root, src),
+               "arguments": (["nvcc", "-std=c++17", "-arch=sm_90"] if src.endswith(".cu") else ["cc", "-std=gnu11"])
+               + ["-c", src, "-o", os.path.splitext(src)[0] + ".o"]} for src in sources]
+        with open(os.path.join(a.outdir, "compile_commands.json"), "w") as f:
+            json.dump(db, f, indent=1)
+            f.write("\n")
     with open(os.path.join(a.outdir, "expected.json"), "w") as f:
         json.dump(
             {
                 "generator": "bench/analyzer/gen.py",
-                "args": {"ops": a.ops, "kernels": a.kernels, "seed": a.seed},
+                "args": {"ops": a.ops, "kernels": a.kernels, "seed": a.seed, "real_shapes": a.real_shapes},
                 "kernels": kernels,
                 "ops": expected,
+                "sources": sources,
+                "lone_headers": lone,
             },
             f,
             indent=1,

@@ -49,10 +49,22 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 tree=$work/tree
-python3 "$here/gen.py" "$tree" --ops "$n_ops" --kernels "$n_kernels" --seed "$seed"
-mapfile -t c_files < <(cd "$tree" && ls ops/*.c)
-mapfile -t cu_files < <(cd "$tree" && ls kernels/*.cu)
-n_lines=$(cd "$tree" && cat "${c_files[@]}" "${cu_files[@]}" | wc -l)
+shapes=()
+[[ ${REAL_SHAPES:-1} == 1 ]] && shapes=(--real-shapes)
+python3 "$here/gen.py" "$tree" --ops "$n_ops" --kernels "$n_kernels" --seed "$seed" "${shapes[@]}" --compdb
+sources_of() { # sources_of LANG: the generated files the analyzer parses in LANG
+    (cd "$tree" && python3 -c 'import json, sys
+e = json.load(open("expected.json"))
+lang = sys.argv[1]
+files = [s for s in e["sources"] if (s.endswith(".cu") if lang == "cuda" else lang == "c" and s.endswith(".c"))]
+files += [h for h, l in sorted(e.get("lone_headers", {}).items()) if l == lang]
+print("\n".join(files))' "$1")
+}
+mapfile -t c_files < <(sources_of c)
+mapfile -t cu_files < <(sources_of cuda)
+mapfile -t cxx_files < <(sources_of c++)
+n_files=$((${#c_files[@]} + ${#cu_files[@]} + ${#cxx_files[@]}))
+n_lines=$(cd "$tree" && cat "${c_files[@]}" "${cu_files[@]}" "${cxx_files[@]}" | wc -l)
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
@@ -73,9 +85,10 @@ verdict() { # verdict VALUE OP TARGET
 # the C files parse under clang's default (gnu17), which costs the same.
 clang_cmd=("$clang" -fsyntax-only
     -I"$repo/include" -I"$cuda/include" -x c "${c_files[@]}"
-    -x cuda --cuda-host-only --cuda-gpu-arch=sm_90 --cuda-path="$cuda"
+    -x cuda --cuda-host-only --cuda-gpu-arch=sm_90 --cuda-path="$cuda" -isystem "$cuda/include/cccl"
     -I"$repo/include" -I"$repo/analyzer/shim" -Wno-unknown-cuda-version "${cu_files[@]}")
-echo "run.sh: ${#c_files[@]} .c + ${#cu_files[@]} .cu files, $n_lines lines; $reps repetitions" >&2
+((${#cxx_files[@]})) && clang_cmd+=(-x c++ "${cxx_files[@]}")
+echo "run.sh: ${#c_files[@]} C + ${#cu_files[@]} CUDA + ${#cxx_files[@]} C++ files, $n_lines lines; $reps repetitions" >&2
 clang_times=()
 clang_status=ok
 for ((r = 1; r <= reps; r++)); do
@@ -136,7 +149,7 @@ if [[ -z $analyze_status ]]; then
         local cache=$1 log=$2 t0 t1 rc=0
         local cmd=("$tk" analyze)
         ((use_cache_opt)) && cmd+=(--cache-dir "$cache")
-        cmd+=("${a_args[@]}" ops kernels)
+        cmd+=("${a_args[@]}" .)
         t0=$(now)
         (cd "$tree" && TKEXPORT_CACHE_DIR=$cache "${cmd[@]}") >"$log.out" 2>"$log.err" || rc=$?
         t1=$(now)
@@ -162,48 +175,13 @@ if [[ -z $analyze_status ]]; then
     fi
     if ((!failed)) && [[ -n $out_json && -s $out_json ]]; then
         # best effort: compare the op map with the generator's ground truth
-        check=$(python3 - "$out_json" "$tree/expected.json" <<'EOF' || true
-import json, sys
-got, exp = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-want = {o["op"]: set(o["kernels"]) for o in exp["ops"]}
-calls = {o["op"]: set(o["calls"]) for o in exp["ops"]}
-def closure(op, seen=()):
-    ks = set(want.get(op, ()))
-    for c in calls.get(op, ()):
-        if c not in seen:
-            ks |= closure(c, seen + (op,))
-    return ks
-def kname(k):
-    if isinstance(k, str):
-        return k
-    if isinstance(k, dict):
-        for f in ("name", "kernel", "symbol"):
-            if isinstance(k.get(f), str):
-                return k[f]
-    return None
-found = {}
-def walk(x):
-    if isinstance(x, dict):
-        name = x.get("op") if isinstance(x.get("op"), str) else x.get("name")
-        if isinstance(name, str) and name in want and isinstance(x.get("kernels"), list):
-            found[name] = {n for n in map(kname, x["kernels"]) if n}
-        for k, v in x.items():
-            if k in want and isinstance(v, list) and name is None:
-                found.setdefault(k, {n for n in map(kname, v) if n})
-            walk(v)
-    elif isinstance(x, list):
-        for v in x:
-            walk(v)
-walk(got)
-if not found:
-    print("op map not recognized in the JSON output (format unknown to run.sh)")
-    sys.exit(0)
-direct = sum(found.get(o) == want[o] for o in want)
-trans = sum(found.get(o) == closure(o) for o in want)
-print("ops found %d/%d; kernel sets equal to the expected ones: %d (direct launches), %d (with tk_call closure)"
-      % (len(set(found) & set(want)), len(want), direct, trans))
-EOF
-)
+        # the same tree through compile_commands.json: the op map must not change
+        db_json=$work/analyze_db.json
+        (cd "$tree" && "$tk" analyze --no-cache -p . --format json -o "$db_json") >/dev/null 2>&1 || true
+        check=$(python3 "$here/check.py" "$tree/expected.json" "$out_json" --same-as "$db_json" | tr '\n' ' ' || true)
+        n_parse=$(python3 -c 'import json, sys
+print(sum(d.get("rule") == "tk-parse-error" for d in json.load(open(sys.argv[1]))["diagnostics"]))' "$out_json")
+        check="$check; tk-parse-error findings: $n_parse"
     fi
     if ((!failed)); then
         cache=$work/cache.$reps # populated by the last cold run
@@ -252,7 +230,8 @@ fi
 when=$(date -u '+%Y-%m-%d %H:%M UTC')
 clang_ver=$("$clang" --version | head -n 1)
 cores=$(nproc)
-tree_desc="$n_ops op files + $n_kernels kernel files (seed $seed): ${#c_files[@]} .c, ${#cu_files[@]} .cu, $n_lines lines"
+tree_desc="$n_ops op files + $n_kernels kernel files (seed $seed)${shapes:+ + real shapes}: ${#c_files[@]} C, ${#cu_files[@]} CUDA, ${#cxx_files[@]} C++ files, $n_lines lines"
+per_file() { awk -v t="$1" -v n="$n_files" 'BEGIN { if (t == "n/a" || n == 0) print "n/a"; else printf "%.1f", 1000 * t / n }'; }
 touched_desc=${touched:-}
 
 echo
@@ -281,6 +260,12 @@ Machine: $cores cores, $cpu. Tree: $tree_desc. Median of $reps repetitions.
 | tkexport analyze, cold (empty cache) | $cold_med |
 | tkexport analyze, warm (unchanged tree) | $warm_med |
 | tkexport analyze, warm after editing 1 file | $touch_med |
+
+| per file ($n_files files) | ms |
+| --- | ---: |
+| clang-19 -fsyntax-only | $(per_file "$clang_med") |
+| tkexport analyze, cold | $(per_file "$cold_med") |
+| tkexport analyze, warm | $(per_file "$warm_med") |
 
 | ratio | value | target |
 | --- | ---: | --- |
