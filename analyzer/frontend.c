@@ -1469,6 +1469,34 @@ static void summarize_tune(extract *x, CXCursor var)
     cJSON_AddItemToArray(x->tunes, t);
 }
 
+/* A TK_HEURISTIC declaration: {version, kernel, "PARAM", "values", file, line}, recorded with the
+ * autotune declarations ("heuristic":true). */
+static void summarize_heuristic(extract *x, CXCursor var)
+{
+    CXCursor init, ref;
+    kids k;
+    if (!below(var, CXCursor_InitListExpr, &init))
+        return;
+    get_kids(init, &k);
+    if (k.n < 4)
+        return;
+    char *kernel = below(k.c[1], CXCursor_DeclRefExpr, &ref) ? str_take(clang_getCursorSpelling(ref)) : NULL;
+    char *param = string_value(k.c[2]), *values = string_value(k.c[3]);
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddBoolToObject(t, "heuristic", 1);
+    cJSON_AddStringToObject(t, "kernel", kernel ? kernel : "");
+    cJSON_AddStringToObject(t, "param", param ? param : "");
+    cJSON_AddStringToObject(t, "values", values ? values : "");
+    unsigned col = 0;
+    cursor_pos(var, NULL, NULL, &col);
+    cJSON_AddNumberToObject(t, "line", cursor_line(var));
+    cJSON_AddNumberToObject(t, "col", col);
+    free(kernel);
+    free(param);
+    free(values);
+    cJSON_AddItemToArray(x->tunes, t);
+}
+
 /* The identifiers a file's code uses, outside comments and preprocessor lines, read from the
  * buffer clang parsed (an editor's unsaved one under the LSP): a TK_AUTOTUNE parameter reaches
  * its kernel as -DNAME=value, and its #ifndef/#define default is not a use (resolve.c). */
@@ -1539,9 +1567,13 @@ static enum CXChildVisitResult top_visit(CXCursor c, CXCursor parent, CXClientDa
     } else if (kind == CXCursor_VarDecl) {
         char *h = annotation(c, "tk.kernel_decl");
         char *tune = h ? NULL : annotation(c, "tk.autotune");
+        char *heur = h || tune ? NULL : annotation(c, "tk.heuristic");
         if (tune) {
             summarize_tune(x, c);
             free(tune);
+        } else if (heur) {
+            summarize_heuristic(x, c);
+            free(heur);
         } else if (h) {
             cJSON *o = cJSON_CreateObject();
             add_str(o, "name", clang_getCursorSpelling(c));

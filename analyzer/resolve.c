@@ -13,6 +13,8 @@
 #include "fsutil.h"
 #include "internal.h"
 #include "strbuf.h"
+#include "tunespec.h"
+#include <tk/op.h>
 #include <tk/error.h>
 
 /* Evaluation steps allowed per op: context-sensitive evaluation can multiply paths, and the
@@ -1241,6 +1243,74 @@ static void linker_release(linker *lk)
     tk_map_release(&lk->idents_by_file);
 }
 
+/* doc's "tunes": every well-formed TK_AUTOTUNE, read once here by tunespec.h's rules, with its
+ * kernel's TK_HEURISTIC: {kernel, key, params:[name], configs:[[int]], file, line,
+ * heuristic:{param, values:[int]} | null}. Malformed ones are lint's findings and are left out.
+ * export records this in program.json, and compile reads it from there. */
+static int add_tunes(cJSON *doc, cJSON *const *summaries, size_t n)
+{
+    cJSON *tunes = cJSON_AddArrayToObject(doc, "tunes");
+    if (!tunes)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        const char *file = cJSON_GetObjectItemCaseSensitive(summaries[i], "path")->valuestring;
+        const cJSON *t, *c;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(summaries[i], "tunes"))
+        {
+            if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "heuristic")))
+                continue;
+            char names[TK_TUNE_MAX_PARAMS][TK_TUNESPEC_NAME_MAX], why[160];
+            int np = 0, ok = tk_tunespec_names(tk_json_str(t, "params", ""), names, TK_TUNE_MAX_PARAMS, &np, why,
+                                               sizeof why) == 0;
+            const cJSON *configs = cJSON_GetObjectItemCaseSensitive(t, "configs");
+            ok = ok && cJSON_GetArraySize(configs) > 0 && cJSON_GetArraySize(configs) <= TK_TUNE_MAX_CONFIGS;
+            cJSON *o = cJSON_CreateObject(), *cl = cJSON_CreateArray();
+            cJSON_ArrayForEach(c, configs)
+            {
+                int v[TK_TUNE_MAX_PARAMS], nv = 0;
+                ok = ok && tk_tunespec_ints(tk_json_str(c, "s", ""), v, TK_TUNE_MAX_PARAMS, &nv, why, sizeof why) == 0 &&
+                     nv == np;
+                if (ok)
+                    cJSON_AddItemToArray(cl, cJSON_CreateIntArray(v, nv));
+            }
+            cJSON_AddStringToObject(o, "kernel", tk_json_str(t, "kernel", ""));
+            cJSON_AddStringToObject(o, "key", tk_json_str(t, "key", ""));
+            cJSON *pl = cJSON_AddArrayToObject(o, "params");
+            for (int k = 0; k < np; k++)
+                cJSON_AddItemToArray(pl, cJSON_CreateString(names[k]));
+            cJSON_AddItemToObject(o, "configs", cl);
+            cJSON_AddStringToObject(o, "file", file);
+            cJSON_AddNumberToObject(o, "line", tk_json_int(t, "line", 0));
+            cJSON_AddNullToObject(o, "heuristic");
+            if (ok)
+                cJSON_AddItemToArray(tunes, o);
+            else
+                cJSON_Delete(o);
+        }
+    }
+    for (size_t i = 0; i < n; i++) { /* each kernel's heuristic onto its declaration */
+        const cJSON *t, *o;
+        cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(summaries[i], "tunes"))
+        {
+            int v[TK_TUNE_MAX_CONFIGS], nv = 0;
+            char why[160];
+            if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "heuristic")) ||
+                tk_tunespec_ints(tk_json_str(t, "values", ""), v, TK_TUNE_MAX_CONFIGS, &nv, why, sizeof why) != 0)
+                continue;
+            cJSON_ArrayForEach(o, tunes)
+            {
+                if (strcmp(tk_json_str(o, "kernel", ""), tk_json_str(t, "kernel", "")) != 0)
+                    continue;
+                cJSON *h = cJSON_CreateObject();
+                cJSON_AddStringToObject(h, "param", tk_json_str(t, "param", ""));
+                cJSON_AddItemToObject(h, "values", cJSON_CreateIntArray(v, nv));
+                cJSON_ReplaceItemInObjectCaseSensitive((cJSON *)o, "heuristic", h);
+            }
+        }
+    }
+    return 0;
+}
+
 /* 0 the first time (kind, file, text, line, col) is seen, else 1. */
 static int first_time(tk_map *seen, cJSON *keys, const char *kind, const char *file, const char *text, int line, int col)
 {
@@ -1380,35 +1450,37 @@ static int name_offset(const char *list, const char *word)
 /* tk-bad-autotune: the declaration against its kernel's parameters and source. */
 static void check_tune(linker *lk, const char *file, const cJSON *t, cJSON *diags)
 {
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(t, "heuristic"))) {
+        int v[TK_TUNE_MAX_CONFIGS], n = 0;
+        char why[160];
+        if (tk_tunespec_ints(tk_json_str(t, "values", ""), v, TK_TUNE_MAX_CONFIGS, &n, why, sizeof why) != 0)
+            tk_diag_add(diags, file, tk_json_int(t, "line", 0), tk_json_int(t, "col", 0), 0, "error", "tk-bad-autotune",
+                        "TK_HEURISTIC of '%s': %s (expected the values to compile, e.g. \"0 1\")",
+                        tk_json_str(t, "kernel", ""), why);
+        return;
+    }
     const char *kernel = cJSON_GetObjectItemCaseSensitive(t, "kernel")->valuestring;
     const char *key = cJSON_GetObjectItemCaseSensitive(t, "key")->valuestring;
     const char *params = cJSON_GetObjectItemCaseSensitive(t, "params")->valuestring;
     const cJSON *configs = cJSON_GetObjectItemCaseSensitive(t, "configs"), *c;
     int line = tk_json_int(t, "line", 0), col = tk_json_int(t, "col", 0), nparams = 0;
     int kline = tk_json_int(t, "key_line", 0), kcol = tk_json_int(t, "key_col", 0), pline = tk_json_int(t, "params_line", 0), pcol = tk_json_int(t, "params_col", 0);
-    char names[8][64], copy[512];
-    snprintf(copy, sizeof copy, "%s", params);
-    for (char *tok = strtok(copy, " \t"); tok && nparams < 8; tok = strtok(NULL, " \t"))
-        snprintf(names[nparams++], sizeof names[0], "%s", tok);
-    if (!nparams)
+    char names[TK_TUNE_MAX_PARAMS][TK_TUNESPEC_NAME_MAX], why[160];
+    if (tk_tunespec_names(params, names, TK_TUNE_MAX_PARAMS, &nparams, why, sizeof why) != 0) {
+        nparams = 0;
         tk_diag_add(diags, file, pline, pcol, 0, "error", "tk-bad-autotune",
-                    "TK_AUTOTUNE of '%s' names no compile-time parameter (expected e.g. \"BLOCK ITEMS\")", kernel);
+                    "TK_AUTOTUNE of '%s': %s (expected the compile-time parameters' names, e.g. \"BLOCK ITEMS\")",
+                    kernel, why);
+    }
     if (cJSON_GetArraySize(configs) == 0)
         tk_diag_add(diags, file, line, col, 0, "error", "tk-bad-autotune",
                     "TK_AUTOTUNE of '%s' lists no configuration (expected one string of %d integer%s per configuration)",
                     kernel, nparams, nparams == 1 ? "" : "s");
     cJSON_ArrayForEach(c, configs)
     {
-        int n = 0, ok = 1;
-        char *end;
+        int n = 0, v[TK_TUNE_MAX_PARAMS];
         const char *text = cJSON_GetObjectItemCaseSensitive(c, "s")->valuestring;
-        for (const char *p = text; *p && ok;) {
-            strtol(p, &end, 10);
-            ok = end != p;
-            n += ok;
-            for (p = end; *p == ' ' || *p == '\t'; p++)
-                ;
-        }
+        int ok = tk_tunespec_ints(text, v, TK_TUNE_MAX_PARAMS, &n, why, sizeof why) == 0;
         if (!ok || n != nparams)
             tk_diag_add(diags, file, tk_json_int(c, "line", 0), tk_json_int(c, "col", 0), 0, "error", "tk-bad-autotune",
                         "TK_AUTOTUNE of '%s': configuration \"%s\" is not %d integer%s (one per parameter of \"%s\")",
@@ -1469,6 +1541,12 @@ int tk_resolve(cJSON **out, cJSON *const *summaries, size_t n, int max_depth, in
         const cJSON *t;
         cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(summaries[i], "tunes"))
             check_tune(&lk, file, t, lint_diags);
+    }
+    if (add_tunes(doc, summaries, n)) {
+        linker_release(&lk);
+        cJSON_Delete(lint_diags);
+        cJSON_Delete(doc);
+        return tk_error_set(TK_ENOMEM, "out of memory");
     }
     cJSON *kernels = cJSON_AddArrayToObject(doc, "kernels");
     cJSON *diags = cJSON_AddArrayToObject(doc, "diagnostics");

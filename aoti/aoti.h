@@ -105,8 +105,8 @@ typedef struct tk_aoti_tune {
     tk_aoti_tune_row rows[TK_TUNE_BUCKETS];
 } tk_aoti_tune;
 
-/* The TK_AUTOTUNE declarations in the .c sources of m, for the kernels of m's op table. A
- * malformed declaration is a one-line error naming its file and line. */
+/* The TK_AUTOTUNE declarations program.json records for the kernels of m (see docs/autotune.md). A
+ * program exported before they were recorded whose sources use TK_AUTOTUNE is TK_EFORMAT. */
 int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n);
 void tk_aoti_tunes_free(tk_aoti_tune *t, size_t n);
 

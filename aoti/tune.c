@@ -1,5 +1,5 @@
-/* Autotuning at AOT time: the TK_AUTOTUNE declarations of a program's host sources, and their
- * measurement on the GPU: every configuration's variant timed with device events on random
+/* Autotuning at AOT time: the TK_AUTOTUNE declarations program.json records (read once, by the
+ * analyzer at export), and their measurement on the GPU: every configuration's variant timed with device events on random
  * inputs at sizes spread over the program's symbol ranges (rotating buffers, warm-up, median of
  * repeats), the winner recorded per key bucket, the results cached by device, driver, the
  * compiled code's digests and the declaration. */
@@ -22,186 +22,7 @@
 #include <tk/half.h>
 #include <tk/runtime.h>
 
-/* --- reading declarations ------------------------------------------------------------------ */
-
-typedef struct lexer {
-    const char *p, *end;
-} lexer;
-
-static void skip_space(lexer *lx)
-{
-    while (lx->p < lx->end) {
-        if (isspace((unsigned char)*lx->p))
-            lx->p++;
-        else if (lx->p + 1 < lx->end && lx->p[0] == '/' && lx->p[1] == '/')
-            while (lx->p < lx->end && *lx->p != '\n')
-                lx->p++;
-        else if (lx->p + 1 < lx->end && lx->p[0] == '/' && lx->p[1] == '*') {
-            const char *e = strstr(lx->p + 2, "*/");
-            lx->p = e ? e + 2 : lx->end;
-        } else
-            break;
-    }
-}
-
-/* One or more adjacent string literals, concatenated (simple escapes only). */
-static char *read_string(lexer *lx)
-{
-    tk_strbuf sb = {0};
-    int any = 0;
-    for (;;) {
-        skip_space(lx);
-        if (lx->p >= lx->end || *lx->p != '"')
-            break;
-        any = 1;
-        for (lx->p++; lx->p < lx->end && *lx->p != '"'; lx->p++) {
-            char ch = *lx->p;
-            if (ch == '\\' && lx->p + 1 < lx->end)
-                ch = *++lx->p;
-            if (ch == '\n' || tk_strbuf_add(&sb, &ch, 1)) {
-                tk_strbuf_release(&sb);
-                return NULL;
-            }
-        }
-        if (lx->p >= lx->end) {
-            tk_strbuf_release(&sb);
-            return NULL;
-        }
-        lx->p++;
-    }
-    if (!any)
-        return NULL;
-    return tk_strbuf_detach(&sb);
-}
-
-/* Advances lx past the next use of the identifier `word` in code (comments and literals are
- * skipped) and returns where it starts, or NULL at the end. */
-static const char *next_word(lexer *lx, const char *word)
-{
-    size_t n = strlen(word);
-    while (lx->p < lx->end) {
-        skip_space(lx);
-        if (lx->p >= lx->end)
-            break;
-        if (*lx->p == '"' || *lx->p == '\'') { /* literals are not code */
-            char q = *lx->p++;
-            while (lx->p < lx->end && *lx->p != q && *lx->p != '\n')
-                lx->p += *lx->p == '\\' ? 2 : 1;
-            lx->p++;
-            continue;
-        }
-        if (!isalpha((unsigned char)*lx->p) && *lx->p != '_') {
-            lx->p++;
-            continue;
-        }
-        const char *w = lx->p;
-        while (lx->p < lx->end && (isalnum((unsigned char)*lx->p) || *lx->p == '_'))
-            lx->p++;
-        if ((size_t)(lx->p - w) == n && !strncmp(w, word, n))
-            return w;
-    }
-    return NULL;
-}
-
-static int line_at(const char *text, const char *at)
-{
-    int line = 1;
-    for (const char *p = text; p < at; p++)
-        line += *p == '\n';
-    return line;
-}
-
-static int split_words(char *s, char **words, int max)
-{
-    int n = 0;
-    for (char *tok = strtok(s, " \t"); tok; tok = strtok(NULL, " \t")) {
-        if (n == max)
-            return max + 1;
-        words[n++] = tok;
-    }
-    return n;
-}
-
-/* Parses "TK_AUTOTUNE(kernel, "key", "P Q", "1 2", ...)" at lx (just after the macro name). */
-static int parse_decl(lexer *lx, tk_aoti_tune *t, const char *file, int line)
-{
-    char *strs[2 + TK_TUNE_MAX_CONFIGS + 1];
-    int ns = 0, rc = 0;
-    skip_space(lx);
-    if (lx->p >= lx->end || *lx->p != '(')
-        return 1; /* not a use of the macro (its definition, a mention) */
-    lx->p++;
-    skip_space(lx);
-    const char *id = lx->p;
-    while (lx->p < lx->end && (isalnum((unsigned char)*lx->p) || *lx->p == '_'))
-        lx->p++;
-    if (lx->p == id)
-        return tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE needs the kernel's name first", file, line);
-    t->kernel = strndup(id, (size_t)(lx->p - id));
-    for (;;) {
-        skip_space(lx);
-        if (lx->p < lx->end && *lx->p == ')')
-            break;
-        if (lx->p >= lx->end || *lx->p != ',' || ns == (int)(sizeof strs / sizeof strs[0])) {
-            rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...) takes string literals: the key, the parameter "
-                              "names and at most %d configurations", file, line, t->kernel, TK_TUNE_MAX_CONFIGS);
-            goto done;
-        }
-        lx->p++;
-        if (!(strs[ns] = read_string(lx))) {
-            rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...): argument %d is not a string literal", file,
-                              line, t->kernel, ns + 2);
-            goto done;
-        }
-        ns++;
-    }
-    if (ns < 3) {
-        rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...) lists no configuration (expected the key, the "
-                          "parameter names, then one string per configuration)", file, line, t->kernel);
-        goto done;
-    }
-    t->key = strdup(strs[0]);
-    t->file = strdup(file);
-    t->line = line;
-    char *words[TK_TUNE_MAX_PARAMS + 1];
-    t->nparams = split_words(strs[1], words, TK_TUNE_MAX_PARAMS);
-    if (t->nparams < 1 || t->nparams > TK_TUNE_MAX_PARAMS) {
-        rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...) names %d parameters (expected 1 to %d)", file, line,
-                          t->kernel, t->nparams, TK_TUNE_MAX_PARAMS);
-        goto done;
-    }
-    for (int i = 0; i < t->nparams; i++)
-        t->params[i] = strdup(words[i]);
-    t->nconfigs = ns - 2;
-    for (int c = 0; c < t->nconfigs && !rc; c++) {
-        char copy[256];
-        snprintf(copy, sizeof copy, "%s", strs[2 + c]);
-        int n = split_words(copy, words, TK_TUNE_MAX_PARAMS);
-        for (int k = 0; k < n && k < t->nparams && !rc; k++) {
-            char *end;
-            long v = strtol(words[k], &end, 10);
-            if (*end || v < INT_MIN || v > INT_MAX)
-                rc = 1;
-            t->values[c][k] = (int)v;
-        }
-        if (rc || n != t->nparams)
-            rc = tk_error_set(TK_EINVAL, "%s:%d: TK_AUTOTUNE(%s, ...): configuration \"%s\" is not %d integers (one "
-                              "per parameter: %s)", file, line, t->kernel, strs[2 + c], t->nparams, strs[1]);
-    }
-done:
-    for (int i = 0; i < ns; i++)
-        free(strs[i]);
-    return rc;
-}
-
-static int program_launches(const tk_program_model *m, const char *kernel)
-{
-    for (size_t i = 0; i < m->nops; i++)
-        for (size_t k = 0; k < m->ops[i].nkernels; k++)
-            if (!strcmp(m->ops[i].kernels[k], kernel))
-                return 1;
-    return 0;
-}
+/* --- the declarations --------------------------------------------------------------------- */
 
 static void tune_release(tk_aoti_tune *t)
 {
@@ -221,128 +42,65 @@ void tk_aoti_tunes_free(tk_aoti_tune *t, size_t n)
     free(t);
 }
 
-/* TK_HEURISTIC(kernel, "PARAM", "0 1") in the .c sources, joined to the kernel's tune. */
-static int find_heuristics(const tk_program_model *m, tk_aoti_tune *tunes, size_t n)
+static int contains(const unsigned char *data, size_t len, const char *word)
 {
-    int rc = 0;
-    for (size_t s = 0; s < m->nsources && !rc; s++) {
-        const tk_pm_source *src = &m->sources[s];
-        if (!tk_ends_with(src->path, ".c"))
-            continue;
-        const char *text = (const char *)src->data;
-        lexer lx = {text, text + src->len};
-        const char *w;
-        while (!rc && (w = next_word(&lx, "TK_HEURISTIC"))) {
-            int line = line_at(text, w);
-            skip_space(&lx);
-            if (lx.p >= lx.end || *lx.p != '(')
-                continue;
-            lx.p++;
-            skip_space(&lx);
-            const char *id = lx.p;
-            while (lx.p < lx.end && (isalnum((unsigned char)*lx.p) || *lx.p == '_'))
-                lx.p++;
-            char *kernel = strndup(id, (size_t)(lx.p - id)), *param = NULL, *values = NULL;
-            skip_space(&lx);
-            if (lx.p < lx.end && *lx.p == ',') {
-                lx.p++;
-                param = read_string(&lx);
-                skip_space(&lx);
-                if (param && lx.p < lx.end && *lx.p == ',') {
-                    lx.p++;
-                    values = read_string(&lx);
-                }
-            }
-            tk_aoti_tune *t = NULL;
-            for (size_t i = 0; kernel && i < n && !t; i++)
-                if (!strcmp(tunes[i].kernel, kernel))
-                    t = &tunes[i];
-            if (!param || !values || !param[0])
-                rc = tk_error_set(TK_EINVAL, "%s:%d: TK_HEURISTIC(%s, \"PARAM\", \"values\") takes the parameter's name "
-                                  "and the integers to compile", src->path, line, kernel ? kernel : "?");
-            else if (t && t->hparam)
-                rc = tk_error_set(TK_EINVAL, "%s:%d: kernel '%s' has a second TK_HEURISTIC (one per kernel)", src->path,
-                                  line, kernel);
-            else if (t) {
-                char *words[TK_TUNE_MAX_CONFIGS + 1];
-                int nv = split_words(values, words, TK_TUNE_MAX_CONFIGS);
-                for (int i = 0; i < nv && nv <= TK_TUNE_MAX_CONFIGS && !rc; i++) {
-                    char *end;
-                    t->hvalues[i] = (int)strtol(words[i], &end, 10);
-                    if (*end)
-                        rc = 1;
-                }
-                if (rc || nv < 1 || nv > TK_TUNE_MAX_CONFIGS || nv * t->nconfigs > TK_TUNE_MAX_CONFIGS)
-                    rc = tk_error_set(TK_EINVAL, "%s:%d: TK_HEURISTIC(%s, \"%s\", ...): the values are not 1 to %d "
-                                      "integers (with the configurations, at most %d variants)", src->path, line,
-                                      kernel, param, TK_TUNE_MAX_CONFIGS, TK_TUNE_MAX_CONFIGS);
-                else {
-                    t->nh = nv;
-                    t->hparam = param;
-                    param = NULL;
-                }
-            }
-            /* a heuristic of a kernel this program does not tune is not this program's concern */
-            free(kernel);
-            free(param);
-            free(values);
-        }
-    }
-    return rc;
+    size_t n = strlen(word);
+    for (size_t i = 0; i + n <= len; i++)
+        if (!memcmp(data + i, word, n))
+            return 1;
+    return 0;
+}
+
+/* Whether a host source of m mentions TK_AUTOTUNE: an export from before program.json recorded
+ * the declarations may need them. */
+static const char *mentions_autotune(const tk_program_model *m)
+{
+    for (size_t s = 0; s < m->nsources; s++)
+        if (tk_ends_with(m->sources[s].path, ".c") &&
+            contains(m->sources[s].data, m->sources[s].len, "TK_AUTOTUNE"))
+            return m->sources[s].path;
+    return NULL;
 }
 
 int tk_aoti_find_tunes(const tk_program_model *m, tk_aoti_tune **out, size_t *n)
 {
     *out = NULL;
     *n = 0;
-    size_t cap = 8;
-    tk_aoti_tune *v = calloc(cap, sizeof(*v));
+    if (!m->has_tuning) {
+        const char *src = mentions_autotune(m);
+        if (src)
+            return tk_error_set(TK_EFORMAT, "program '%s' was exported before program.json recorded TK_AUTOTUNE "
+                                "declarations, and %s has some: export it again with this tkexport", m->name, src);
+        return 0;
+    }
+    tk_aoti_tune *v = calloc(m->ntunes + 1, sizeof(*v));
     if (!v)
         return tk_error_set(TK_ENOMEM, "out of memory");
-    int rc = 0;
-    for (size_t s = 0; s < m->nsources && !rc; s++) {
-        const tk_pm_source *src = &m->sources[s];
-        if (!tk_ends_with(src->path, ".c"))
-            continue;
-        const char *text = (const char *)src->data;
-        lexer lx = {text, text + src->len};
-        const char *w;
-        while (!rc && (w = next_word(&lx, "TK_AUTOTUNE"))) {
-            if (*n == cap) {
-                tk_aoti_tune *g = realloc(v, 2 * cap * sizeof(*v));
-                if (!g) {
-                    rc = tk_error_set(TK_ENOMEM, "out of memory");
-                    break;
-                }
-                memset(g + cap, 0, cap * sizeof(*v));
-                v = g;
-                cap *= 2;
-            }
-            tk_aoti_tune *t = &v[*n];
-            int r = parse_decl(&lx, t, src->path, line_at(text, w));
-            if (r < 0)
-                rc = r;
-            else if (r > 0 || !program_launches(m, t->kernel))
-                tune_release(t); /* not a declaration, or a kernel this program does not launch */
-            else
-                (*n)++;
+    for (size_t i = 0; i < m->ntunes; i++) {
+        const tk_pm_tune *pt = &m->tunes[i];
+        tk_aoti_tune *t = &v[i];
+        t->kernel = strdup(pt->kernel);
+        t->key = strdup(pt->key);
+        t->file = strdup(pt->file);
+        t->line = pt->line;
+        t->nconfigs = pt->nconfigs;
+        memcpy(t->values, pt->values, sizeof(t->values));
+        int ok = t->kernel && t->key && t->file;
+        for (int k = 0; k < pt->nparams; k++)
+            ok &= (t->params[t->nparams++] = strdup(pt->params[k])) != NULL;
+        t->nh = 1;
+        if (pt->hparam) {
+            ok &= (t->hparam = strdup(pt->hparam)) != NULL;
+            t->nh = pt->nh;
+            memcpy(t->hvalues, pt->hvalues, sizeof(t->hvalues));
+        }
+        if (!ok) {
+            tk_aoti_tunes_free(v, i + 1);
+            return tk_error_set(TK_ENOMEM, "out of memory");
         }
     }
-    for (size_t i = 0; i < *n; i++)
-        v[i].nh = 1;
-    if (!rc)
-        rc = find_heuristics(m, v, *n);
-    for (size_t i = 0; i < *n && !rc; i++)
-        for (size_t j = 0; j < i && !rc; j++)
-            if (!strcmp(v[i].kernel, v[j].kernel))
-                rc = tk_error_set(TK_EINVAL, "%s:%d: kernel '%s' has a second TK_AUTOTUNE (the first is at %s:%d)",
-                                  v[i].file, v[i].line, v[i].kernel, v[j].file, v[j].line);
-    if (rc) {
-        tk_aoti_tunes_free(v, *n + 1);
-        *n = 0;
-        return rc;
-    }
     *out = v;
+    *n = m->ntunes;
     return 0;
 }
 

@@ -223,6 +223,68 @@ static int check_parse_errors(const tk_program_model *m, const cJSON *doc, const
     return 0;
 }
 
+/* Whether an op of m launches kernel. */
+static int launched(const tk_program_model *m, const char *kernel)
+{
+    for (size_t i = 0; i < m->nops; i++)
+        for (size_t k = 0; k < m->ops[i].nkernels; k++)
+            if (!strcmp(m->ops[i].kernels[k], kernel))
+                return 1;
+    return 0;
+}
+
+/* program.json's "tuning": the TK_AUTOTUNE declarations (with their TK_HEURISTIC) of the kernels
+ * the program launches, as the analyzer read them; compile tunes from this record alone. */
+static int record_tuning(tk_program_model *m, const cJSON *doc)
+{
+    const cJSON *t, *x;
+    m->has_tuning = 1;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItemCaseSensitive(doc, "tunes"))
+    {
+        const char *kernel = tk_json_str(t, "kernel", "");
+        if (!launched(m, kernel))
+            continue;
+        for (size_t i = 0; i < m->ntunes; i++)
+            if (!strcmp(m->tunes[i].kernel, kernel))
+                return tk_error_set(TK_EINVAL, "cannot export '%s': kernel '%s' has two TK_AUTOTUNE declarations (%s:%d "
+                                    "and %s:%d); keep one", m->name, kernel, m->tunes[i].file, m->tunes[i].line,
+                                    tk_json_str(t, "file", "?"), tk_json_int(t, "line", 0));
+        tk_pm_tune *pt = tk_pm_add_tune(m, kernel);
+        char *rel = tk_path_relative_to_cwd(tk_json_str(t, "file", ""));
+        if (!pt || !(pt->key = tk_pm_strdup(m, tk_json_str(t, "key", ""))) ||
+            !(pt->file = tk_pm_strdup(m, archive_path(rel ? rel : tk_json_str(t, "file", ""))))) {
+            free(rel);
+            return TK_ENOMEM;
+        }
+        free(rel);
+        pt->line = tk_json_int(t, "line", 0);
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(t, "params"))
+            if (pt->nparams < TK_TUNE_MAX_PARAMS && !(pt->params[pt->nparams++] = tk_pm_strdup(m, x->valuestring)))
+                return TK_ENOMEM;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(t, "configs"))
+        {
+            const cJSON *v;
+            int k = 0;
+            cJSON_ArrayForEach(v, x)
+                if (k < TK_TUNE_MAX_PARAMS)
+                    pt->values[pt->nconfigs][k++] = v->valueint;
+            if (++pt->nconfigs == TK_TUNE_MAX_CONFIGS)
+                break;
+        }
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(t, "heuristic");
+        pt->nh = 1;
+        if (cJSON_IsObject(h)) {
+            if (!(pt->hparam = tk_pm_strdup(m, tk_json_str(h, "param", ""))))
+                return TK_ENOMEM;
+            pt->nh = 0;
+            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(h, "values"))
+                if (pt->nh < TK_TUNE_MAX_CONFIGS)
+                    pt->hvalues[pt->nh++] = x->valueint;
+        }
+    }
+    return 0;
+}
+
 int tk_export_closure(tk_program_model *m, const tk_analyze_options *opts, const char *const *paths, size_t n)
 {
     tk_analysis *a = NULL;
@@ -264,7 +326,7 @@ int tk_export_closure(tk_program_model *m, const tk_analyze_options *opts, const
             goto done;
         }
     }
-    if ((rc = check_parse_errors(m, tk_analysis_doc(a), &fs)))
+    if ((rc = check_parse_errors(m, tk_analysis_doc(a), &fs)) || (rc = record_tuning(m, tk_analysis_doc(a))))
         goto done;
     tk_pm_sort(m);
 done:

@@ -92,6 +92,7 @@ void tk_program_model_free(tk_program_model *m)
     for (size_t i = 0; i < m->nsources; i++)
         free(m->sources[i].data);
     free(m->sources);
+    free(m->tunes);
     free(m->weights);
     free(m->program_json);
     if (m->arena) {
@@ -196,6 +197,15 @@ tk_pm_source *tk_pm_add_source(tk_program_model *m, const char *path, const void
     return s;
 }
 
+tk_pm_tune *tk_pm_add_tune(tk_program_model *m, const char *kernel)
+{
+    char *k = tk_pm_strdup(m, kernel);
+    tk_pm_tune *t = k ? PUSH(m, tunes, ntunes) : NULL;
+    if (t)
+        t->kernel = k;
+    return t;
+}
+
 static int add_unique(tk_program_model *m, char ***list, size_t *n, const char *s)
 {
     for (size_t i = 0; i < *n; i++)
@@ -255,12 +265,19 @@ static int cmp_source(const void *a, const void *b)
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+static int cmp_tune(const void *a, const void *b)
+{
+    return strcmp(((const tk_pm_tune *)a)->kernel, ((const tk_pm_tune *)b)->kernel);
+}
+
 void tk_pm_sort(tk_program_model *m)
 {
     if (m->nops)
         qsort(m->ops, m->nops, sizeof(*m->ops), cmp_op);
     if (m->nsources)
         qsort(m->sources, m->nsources, sizeof(*m->sources), cmp_source);
+    if (m->ntunes > 1)
+        qsort(m->tunes, m->ntunes, sizeof(*m->tunes), cmp_tune);
     for (size_t i = 0; i < m->nops; i++)
         if (m->ops[i].nkernels)
             qsort(m->ops[i].kernels, m->ops[i].nkernels, sizeof(char *), cmp_str);

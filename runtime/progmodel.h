@@ -73,6 +73,19 @@ typedef struct tk_pm_source {
     size_t len;
 } tk_pm_source;
 
+/* A TK_AUTOTUNE declaration of a kernel the program launches, as the analyzer read it at export
+ * (common/tunespec.h's rules), with the kernel's TK_HEURISTIC; `compile` tunes from this. */
+typedef struct tk_pm_tune {
+    char *kernel, *key, *file;
+    int line;
+    int nparams, nconfigs;
+    char *params[TK_TUNE_MAX_PARAMS];
+    int values[TK_TUNE_MAX_CONFIGS][TK_TUNE_MAX_PARAMS];
+    char *hparam; /* NULL without a heuristic */
+    int nh;
+    int hvalues[TK_TUNE_MAX_CONFIGS];
+} tk_pm_tune;
+
 /* The program: everything program.json holds, plus the bytes of weights.safetensors and of the
  * source closure. Strings and the small arrays belong to the model (tk_program_model_free). */
 typedef struct tk_program_model {
@@ -87,6 +100,9 @@ typedef struct tk_program_model {
     char **notes;  /* what export did that a reader should know: "dim 'batch' narrowed ..." */
     tk_pm_op *ops; /* sorted by name */
     tk_pm_source *sources; /* sorted by path */
+    size_t ntunes;
+    tk_pm_tune *tunes;     /* "tuning", sorted by kernel */
+    int has_tuning;        /* program.json has a "tuning" record (older exports do not) */
     unsigned char *weights; /* weights.safetensors: the parameters the program uses */
     size_t weights_len;
     char *program_json;     /* the program.json text a read model came from; NULL when traced */
@@ -111,6 +127,7 @@ tk_pm_value *tk_pm_add_output(tk_program_model *m);
 tk_pm_node *tk_pm_add_node(tk_program_model *m, const char *op, int nin, int nout, const char *file, int line);
 tk_pm_op *tk_pm_add_op(tk_program_model *m, const char *name);
 tk_pm_source *tk_pm_add_source(tk_program_model *m, const char *path, const void *data, size_t len);
+tk_pm_tune *tk_pm_add_tune(tk_program_model *m, const char *kernel);
 /* Adds s unless the list already holds it. */
 int tk_pm_add_guard(tk_program_model *m, const char *s);
 int tk_pm_add_note(tk_program_model *m, const char *s);

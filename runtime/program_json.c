@@ -2,6 +2,7 @@
  * and the reader (format and version first, then every field checked, one-line errors). */
 #define _POSIX_C_SOURCE 200809L
 #include <cjson/cJSON.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -212,6 +213,45 @@ int tk_program_json_write(char **out, const tk_program_model *m)
         item_sep(&w, i, m->nops);
     }
     put(&w, "]");
+
+    if (m->has_tuning) {
+        open_list(&w, "tuning", m->ntunes);
+        for (size_t i = 0; i < m->ntunes; i++) {
+            const tk_pm_tune *t = &m->tunes[i];
+            put(&w, "    {\"kernel\": ");
+            str(&w, t->kernel);
+            put(&w, ", \"key\": ");
+            str(&w, t->key);
+            put(&w, ", \"params\": [");
+            for (int k = 0; k < t->nparams; k++) {
+                put(&w, k ? ", " : "");
+                str(&w, t->params[k]);
+            }
+            put(&w, "], \"configs\": [");
+            for (int c = 0; c < t->nconfigs; c++) {
+                put(&w, c ? ", [" : "[");
+                for (int k = 0; k < t->nparams; k++)
+                    putf(&w, "%s%d", k ? ", " : "", t->values[c][k]);
+                put(&w, "]");
+            }
+            put(&w, "], \"heuristic\": ");
+            if (t->hparam) {
+                put(&w, "{\"param\": ");
+                str(&w, t->hparam);
+                put(&w, ", \"values\": [");
+                for (int k = 0; k < t->nh; k++)
+                    putf(&w, "%s%d", k ? ", " : "", t->hvalues[k]);
+                put(&w, "]}");
+            } else {
+                put(&w, "null");
+            }
+            put(&w, ", \"file\": ");
+            str(&w, t->file);
+            putf(&w, ", \"line\": %d}", t->line);
+            item_sep(&w, i, m->ntunes);
+        }
+        put(&w, "]");
+    }
 
     open_list(&w, "sources", m->nsources);
     for (size_t i = 0; i < m->nsources; i++) {
@@ -667,6 +707,93 @@ static int read_sources(jr *r, const cJSON *doc)
     return 0;
 }
 
+/* n integers of an array into v (at most max). */
+static int read_ints(const jr *r, const cJSON *arr, int *v, int max, int *n, const char *where)
+{
+    if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) < 1 || cJSON_GetArraySize(arr) > max)
+        return bad(r, "%s is not an array of 1 to %d integers", where, max);
+    *n = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, arr)
+    {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < INT_MIN ||
+            x->valuedouble > INT_MAX)
+            return bad(r, "%s holds something that is not an integer", where);
+        v[(*n)++] = (int)x->valuedouble;
+    }
+    return 0;
+}
+
+/* "tuning": the TK_AUTOTUNE declarations the analyzer read at export; absent in programs exported
+ * before it was recorded (has_tuning stays 0). */
+static int read_tuning(jr *r, const cJSON *doc)
+{
+    const cJSON *arr = field(doc, "tuning");
+    if (!arr)
+        return 0;
+    if (!cJSON_IsArray(arr))
+        return bad(r, "'tuning' is not an array");
+    r->m->has_tuning = 1;
+    int n = cJSON_GetArraySize(arr), rc;
+    for (int i = 0; i < n; i++) {
+        char where[64], sub[96];
+        const cJSON *o = cJSON_GetArrayItem(arr, i), *params = NULL, *configs = NULL, *h, *c;
+        const char *kernel = NULL, *key = NULL, *file = NULL;
+        int64_t line = 0;
+        snprintf(where, sizeof where, "tuning[%d]", i);
+        if (!cJSON_IsObject(o))
+            return bad(r, "%s is not an object", where);
+        if ((rc = get_str(r, o, "kernel", &kernel, where)) || (rc = get_str(r, o, "key", &key, where)) ||
+            (rc = get_str(r, o, "file", &file, where)) || (rc = get_int(r, o, "line", 0, INT_MAX, &line, where)) ||
+            (rc = get_array(r, o, "params", &params, where)) || (rc = get_array(r, o, "configs", &configs, where)))
+            return rc;
+        for (size_t j = 0; j < r->m->ntunes; j++)
+            if (!strcmp(r->m->tunes[j].kernel, kernel))
+                return bad(r, "%s: kernel '%s' is listed twice", where, kernel);
+        tk_pm_tune *t = tk_pm_add_tune(r->m, kernel);
+        if (!t || !(t->key = tk_pm_strdup(r->m, key)) || !(t->file = tk_pm_strdup(r->m, file)))
+            return TK_ENOMEM;
+        t->line = (int)line;
+        if (cJSON_GetArraySize(params) < 1 || cJSON_GetArraySize(params) > TK_TUNE_MAX_PARAMS)
+            return bad(r, "%s: 'params' holds %d names, expected 1 to %d", where, cJSON_GetArraySize(params),
+                       TK_TUNE_MAX_PARAMS);
+        cJSON_ArrayForEach(c, params)
+        {
+            if (!cJSON_IsString(c))
+                return bad(r, "%s: params[%d] is not a string", where, t->nparams);
+            if (!(t->params[t->nparams++] = tk_pm_strdup(r->m, c->valuestring)))
+                return TK_ENOMEM;
+        }
+        if (cJSON_GetArraySize(configs) < 1 || cJSON_GetArraySize(configs) > TK_TUNE_MAX_CONFIGS)
+            return bad(r, "%s: 'configs' holds %d configurations, expected 1 to %d", where, cJSON_GetArraySize(configs),
+                       TK_TUNE_MAX_CONFIGS);
+        cJSON_ArrayForEach(c, configs)
+        {
+            int nv = 0;
+            snprintf(sub, sizeof sub, "%s: configs[%d]", where, t->nconfigs);
+            if ((rc = read_ints(r, c, t->values[t->nconfigs], TK_TUNE_MAX_PARAMS, &nv, sub)))
+                return rc;
+            if (nv != t->nparams)
+                return bad(r, "%s holds %d values for %d parameters", sub, nv, t->nparams);
+            t->nconfigs++;
+        }
+        h = field(o, "heuristic");
+        t->nh = 1;
+        if (h && !cJSON_IsNull(h)) {
+            const char *param = NULL;
+            snprintf(sub, sizeof sub, "%s: heuristic", where);
+            if (!cJSON_IsObject(h))
+                return bad(r, "%s is neither an object nor null", sub);
+            if ((rc = get_str(r, h, "param", &param, sub)) ||
+                (rc = read_ints(r, field(h, "values"), t->hvalues, TK_TUNE_MAX_CONFIGS, &t->nh, sub)))
+                return rc;
+            if (!(t->hparam = tk_pm_strdup(r->m, param)))
+                return TK_ENOMEM;
+        }
+    }
+    return 0;
+}
+
 int tk_program_json_read(tk_program_model **out, const char *text, size_t len, const char *origin)
 {
     jr r;
@@ -711,7 +838,7 @@ int tk_program_json_read(tk_program_model **out, const char *text, size_t len, c
         (rc = read_values(&r, doc, "parameters", 1, 0)) || (rc = read_nodes(&r, doc)) ||
         (rc = read_values(&r, doc, "outputs", 0, 1)) || (rc = read_strings(&r, doc, "guards", tk_pm_add_guard)) ||
         (rc = read_strings(&r, doc, "notes", tk_pm_add_note)) || (rc = read_ops(&r, doc)) ||
-        (rc = read_sources(&r, doc)))
+        (rc = read_tuning(&r, doc)) || (rc = read_sources(&r, doc)))
         goto done;
     if (r.m->noutputs == 0) {
         rc = bad(&r, "the program has no outputs");

@@ -10,6 +10,7 @@
 
 #include "log.h"
 #include "rt_internal.h"
+#include "tunespec.h"
 
 struct tk_tune_entry {
     tk_tune_node *node;
@@ -46,23 +47,9 @@ int tk_tune_bucket(int64_t key)
     return b;
 }
 
-static int count_words(const char *s)
-{
-    int n = 0;
-    for (const char *p = s; *p;) {
-        while (*p == ' ')
-            p++;
-        if (!*p)
-            break;
-        n++;
-        while (*p && *p != ' ')
-            p++;
-    }
-    return n;
-}
-
-/* Parses a declaration; a malformed one is reported on stderr (constructors have no caller) and
- * left out, so tk_tune of its kernel fails with a message. lint reports the same mistakes. */
+/* Parses a declaration with the one grammar of tunespec.h; a malformed one is reported on stderr
+ * (constructors have no caller) and left out, so tk_tune of its kernel fails with a message.
+ * lint reports the same mistakes, read by the same rules. */
 static int parse_decl(tune_entry *e, const tk_tune_decl *d)
 {
     const char *where = d->file ? d->file : "?";
@@ -74,29 +61,21 @@ static int parse_decl(tune_entry *e, const tk_tune_decl *d)
         return -1;
     }
     snprintf(e->kernel, sizeof e->kernel, "%s", d->kernel->name);
-    e->nparams = count_words(d->params);
+    char names[TK_TUNE_MAX_PARAMS][TK_TUNESPEC_NAME_MAX], why[160];
     e->nconfigs = d->nconfigs;
-    if (e->nparams < 1 || e->nparams > TK_TUNE_MAX_PARAMS || e->nconfigs < 1 || e->nconfigs > TK_TUNE_MAX_CONFIGS) {
-        tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d) needs 1 to %d parameters and 1 to %d configurations; ignored",
-               e->kernel, where, d->line, TK_TUNE_MAX_PARAMS, TK_TUNE_MAX_CONFIGS);
+    if (tk_tunespec_names(d->params, names, TK_TUNE_MAX_PARAMS, &e->nparams, why, sizeof why) != 0) {
+        tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d): %s; ignored", e->kernel, where, d->line, why);
+        return -1;
+    }
+    if (e->nconfigs < 1 || e->nconfigs > TK_TUNE_MAX_CONFIGS) {
+        tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d) needs 1 to %d configurations; ignored", e->kernel, where,
+               d->line, TK_TUNE_MAX_CONFIGS);
         return -1;
     }
     for (int c = 0; c < e->nconfigs; c++) {
-        const char *p = d->configs[c];
         int k = 0;
-        char *end;
-        while (p && *p && k <= e->nparams) {
-            long v = strtol(p, &end, 10);
-            if (end == p)
-                break;
-            if (k < e->nparams)
-                e->values[c][k] = (int)v;
-            k++;
-            p = end;
-            while (*p == ' ')
-                p++;
-        }
-        if (!p || *p || k != e->nparams) {
+        if (tk_tunespec_ints(d->configs[c], e->values[c], TK_TUNE_MAX_PARAMS, &k, why, sizeof why) != 0 ||
+            k != e->nparams) {
             tk_log(TK_LOG_WARN, "TK_AUTOTUNE of '%s' (%s:%d): configuration \"%s\" is not %d integers; ignored",
                    e->kernel, where, d->line, d->configs[c] ? d->configs[c] : "", e->nparams);
             return -1;
@@ -188,19 +167,10 @@ void tk_heuristic_register(tk_heuristic_node *node)
         return;
     }
     snprintf(h->kernel, sizeof h->kernel, "%s", d->kernel->name);
-    const char *p = d->values;
-    char *end;
-    while (*p && h->nvalues < TK_TUNE_MAX_CONFIGS) {
-        long v = strtol(p, &end, 10);
-        if (end == p)
-            break;
-        h->values[h->nvalues++] = (int)v;
-        for (p = end; *p == ' '; p++)
-            ;
-    }
-    if (*p || h->nvalues == 0) {
-        tk_log(TK_LOG_WARN, "TK_HEURISTIC of '%s' (%s:%d): \"%s\" is not a list of integers; ignored", h->kernel,
-               d->file ? d->file : "?", d->line, d->values);
+    char why[160];
+    if (tk_tunespec_ints(d->values, h->values, TK_TUNE_MAX_CONFIGS, &h->nvalues, why, sizeof why) != 0) {
+        tk_log(TK_LOG_WARN, "TK_HEURISTIC of '%s' (%s:%d): \"%s\" is not a list of integers (%s); ignored", h->kernel,
+               d->file ? d->file : "?", d->line, d->values, why);
         free(h);
         return;
     }

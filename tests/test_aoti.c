@@ -240,6 +240,73 @@ static int count_files(const char *dir)
     return n;
 }
 
+/* TK_AUTOTUNE and TK_HEURISTIC are read once, by the analyzer at export, and program.json records
+ * them: here the configurations come from a macro spread over two lines, which the lexer compile
+ * used to run over the sources refused ("takes string literals"). compile builds b's variants
+ * from the record (the default configuration once per heuristic value). */
+static void tuning__read_at_export_recorded_and_compiled_from_the_record(void **state)
+{
+    (void)state;
+    char src[640], prog[640], pkg[640], path[700], *out = NULL, *err = NULL;
+    path_in(src, sizeof src, "three-macro");
+    copy_tree(TK_AOTI_FIXTURE, src);
+    snprintf(path, sizeof path, "%s/op_b.c", src);
+    size_t len = 0;
+    char *text = tk_test_read_file(path, &len);
+    const char *decl = "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"256\", \"128\", \"512\");";
+    char *at = strstr(text, decl);
+    assert_non_null(at);
+    tk_strbuf sb = TK_STRBUF_INIT;
+    tk_strbuf_add(&sb, text, (size_t)(at - text));
+    tk_strbuf_adds(&sb, "#define B_BLOCKS \"256\", \\\n    \"128\", \"512\"\nTK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", B_BLOCKS);");
+    tk_strbuf_adds(&sb, at + strlen(decl));
+    tk_test_write_file(path, sb.buf, sb.len);
+    tk_strbuf_release(&sb);
+    free(text);
+    int line = tk_line_of(path, "TK_AUTOTUNE(b_kernel");
+
+    path_in(prog, sizeof prog, "two-macro.tkprog");
+    CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
+    CLI(0, NULL, &out, NULL, "inspect", prog, "--format", "json");
+    cJSON *doc = cJSON_Parse(out);
+    assert_non_null(doc);
+    const cJSON *tuning = cJSON_GetObjectItemCaseSensitive(doc, "tuning");
+    assert_int_equal(cJSON_GetArraySize(tuning), 1);
+    char *got = cJSON_PrintUnformatted(cJSON_GetArrayItem(tuning, 0));
+    /* the file is the source's path inside the archive (its tree's path, relative to the test's folder) */
+    assert_non_null(strstr(got, "{\"kernel\":\"b_kernel\",\"key\":\"n\",\"params\":[\"BLOCK\"],\"configs\":[[256],[128],[512]],"
+                                "\"heuristic\":{\"param\":\"EVEN\",\"values\":[0,1]},\"file\":\""));
+    assert_non_null(strstr(got, "three-macro/op_b.c\""));
+    char tail[64];
+    snprintf(tail, sizeof tail, "\"line\":%d}", line);
+    assert_non_null(strstr(got, tail));
+    free(got);
+    cJSON_Delete(doc);
+    free(out);
+
+    if (!g_have_nvcc)
+        return;
+    path_in(pkg, sizeof pkg, "two-macro.tkpkg");
+    CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--no-cache");
+    assert_contains(err, "2 kernel sources as 3 fatbins with the tuning variants, for sm_90");
+    free(err);
+}
+
+/* A program exported before program.json recorded the declarations (examples/mlp, exported on
+ * 2026-11-23), whose sources use TK_AUTOTUNE: compile refuses it, saying to export again. */
+static void tuning__a_program_without_the_record_is_refused_with_the_fix(void **state)
+{
+    (void)state;
+    char pkg[640], *err = NULL;
+    path_in(pkg, sizeof pkg, "pre-tuning.tkpkg");
+    CLI(4, NULL, NULL, &err, "compile", TK_AOTI_PRE_TUNING, "-o", pkg, "--no-cache");
+    assert_contains(err, "program 'mlp' was exported before program.json recorded TK_AUTOTUNE declarations, and "
+                         "examples/mlp/silu_op.c has some: export it again with this tkexport");
+    free(err);
+    struct stat st;
+    assert_int_not_equal(stat(pkg, &st), 0); /* nothing half-written */
+}
+
 static void compile__cache_reuses_and_recompiles_only_the_changed_kernel(void **state)
 {
     (void)state;
@@ -829,6 +896,8 @@ int main(void)
         cmocka_unit_test(compile__autotune_compiles_every_configuration_or_records_the_default),
         cmocka_unit_test(reader__refuses_hostile_packages),
         cmocka_unit_test(reader__refuses_hostile_tuning_tables),
+        cmocka_unit_test(tuning__read_at_export_recorded_and_compiled_from_the_record),
+        cmocka_unit_test(tuning__a_program_without_the_record_is_refused_with_the_fix),
         cmocka_unit_test(reader__survives_random_damage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

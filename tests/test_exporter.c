@@ -656,7 +656,7 @@ static void program_json__has_every_field(void **state)
     assert_non_null(doc);
     /* keys in their fixed order */
     static const char *const keys[] = {"format", "version", "program", "symbols", "inputs", "outputs", "parameters",
-                                       "nodes", "guards", "notes", "ops", "sources"};
+                                       "nodes", "guards", "notes", "ops", "tuning", "sources"};
     const cJSON *it = doc->child;
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++, it = it->next) {
         assert_non_null(it);

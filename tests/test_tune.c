@@ -9,6 +9,7 @@
 
 #include "rt_internal.h"
 #include "tk_test.h"
+#include "tunespec.h"
 #include <tk/op.h>
 #include <tk/runtime.h>
 
@@ -172,10 +173,49 @@ static void tune__heuristic_picks_the_variant_of_the_chosen_configuration(void *
     tk_tune_clear_table(NULL, "tuned_k");
 }
 
+/* The one grammar of TK_AUTOTUNE / TK_HEURISTIC strings (common/tunespec.h), which the analyzer
+ * and the runtime both use: what it takes, and a one-line reason for what it refuses. */
+static void tunespec__reads_names_and_integers_and_says_what_is_wrong(void **state)
+{
+    (void)state;
+    char names[4][TK_TUNESPEC_NAME_MAX], why[160];
+    int v[4], n = -1;
+    assert_int_equal(tk_tunespec_names("  BLOCK\tITEMS ", names, 4, &n, why, sizeof why), 0);
+    assert_int_equal(n, 2);
+    assert_string_equal(names[0], "BLOCK");
+    assert_string_equal(names[1], "ITEMS");
+    assert_int_equal(tk_tunespec_ints("256 -4\t+8", v, 4, &n, why, sizeof why), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[0], 256);
+    assert_int_equal(v[1], -4);
+    assert_int_equal(v[2], 8);
+    static const struct {
+        int names;
+        const char *text, *why;
+    } bad[] = {
+        {1, "", "no parameter name in \"\""},
+        {1, "BLOCK 2x", "'2x' is not a parameter name (a C identifier of at most 63 characters)"},
+        {1, "A B C D E", "more than 4 parameters"},
+        {0, "  ", "no value in \"  \""},
+        {0, "256 4k", "'4k' is not a decimal integer"},
+        {0, "0x10", "'0x10' is not a decimal integer"},
+        {0, "1,2", "'1,2' is not a decimal integer"},
+        {0, "99999999999", "99999999999 is out of range (an int)"},
+        {0, "1 2 3 4 5", "more than 4 values"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = bad[i].names ? tk_tunespec_names(bad[i].text, names, 4, &n, why, sizeof why)
+                              : tk_tunespec_ints(bad[i].text, v, 4, &n, why, sizeof why);
+        assert_int_equal(rc, -1);
+        assert_string_equal(why, bad[i].why);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bucket__is_the_smallest_power_of_two_at_least_the_key),
+        cmocka_unit_test(tunespec__reads_names_and_integers_and_says_what_is_wrong),
         cmocka_unit_test(tune__default_without_a_table),
         cmocka_unit_test(tune__table_selects_per_bucket_and_tk_wrap_follows),
         cmocka_unit_test(tune__bad_tables_and_undeclared_kernels_are_refused),

@@ -351,8 +351,10 @@ void tk_tune_unregister(tk_tune_node *node);
 
 #if defined(__clang__)
 #define TK__TUNE_ANNOTATE __attribute__((annotate("tk.autotune")))
+#define TK__HEUR_ANNOTATE __attribute__((annotate("tk.heuristic")))
 #else
 #define TK__TUNE_ANNOTATE
+#define TK__HEUR_ANNOTATE
 #endif
 
 #define TK_AUTOTUNE(kname, key_name, param_names, ...)                                  \
@@ -398,7 +400,7 @@ void tk_heuristic_register(tk_heuristic_node *node);
 void tk_heuristic_unregister(tk_heuristic_node *node);
 
 #define TK_HEURISTIC(kname, param_name, value_list)                                      \
-    static const tk_heuristic_decl tk__heur_decl_##kname = {                             \
+    TK__HEUR_ANNOTATE static const tk_heuristic_decl tk__heur_decl_##kname = {           \
         TK_HEURISTIC_DECL_VERSION, kname, param_name, value_list, __FILE__, __LINE__};    \
     static tk_heuristic_node tk__heur_node_##kname = {&tk__heur_decl_##kname, 0};         \
     TK__CTOR static void tk__heur_ctor_##kname(void) { tk_heuristic_register(&tk__heur_node_##kname); } \
