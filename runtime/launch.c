@@ -238,13 +238,13 @@ static const char *describe(const tk_arg *a, char *buf, size_t n)
 {
     switch (a->kind) {
     case TK_ARG_TENSOR:
-        snprintf(buf, n, "a tensor (a %u-byte device pointer)", a->size);
+        snprintf(buf, n, "a tensor (%s %u-byte device pointer)", a->size == 8 ? "an" : "a", a->size);
         break;
     case TK_ARG_INT:
-        snprintf(buf, n, "a %u-byte integer", a->size);
+        snprintf(buf, n, "%s %u-byte integer", a->size == 8 ? "an" : "a", a->size);
         break;
     case TK_ARG_UINT:
-        snprintf(buf, n, "a %u-byte unsigned integer", a->size);
+        snprintf(buf, n, "%s %u-byte unsigned integer", a->size == 8 ? "an" : "a", a->size);
         break;
     case TK_ARG_FLOAT:
         snprintf(buf, n, "%s", a->size == 4 ? "a float" : a->size == 8 ? "a double" : "a floating-point value");
