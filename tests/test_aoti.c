@@ -349,6 +349,35 @@ static void tuning__strings_are_read_as_the_compiler_makes_them(void **state)
     free(got);
 }
 
+/* A declaration whose configurations times heuristic values exceed what a package holds (a fatbin
+ * per variant, at most TK_TUNE_MAX_CONFIGS) stops the export, naming it; before, compile wrote
+ * past its table of fatbins. */
+static void tuning__export_refuses_more_variants_than_a_package_holds(void **state)
+{
+    (void)state;
+    char src[640], prog[640], path[700], *err = NULL;
+    path_in(src, sizeof src, "three-many");
+    copy_tree(TK_AOTI_FIXTURE, src);
+    snprintf(path, sizeof path, "%s/op_b.c", src);
+    tk_strbuf decl = TK_STRBUF_INIT;
+    tk_strbuf_adds(&decl, "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\"");
+    for (int c = 0; c < 33; c++)
+        tk_strbuf_addf(&decl, ", \"%d\"", 32 * (c + 1));
+    tk_strbuf_adds(&decl, ");");
+    replace_in_file(path, "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"256\", \"128\", \"512\");", decl.buf);
+    tk_strbuf_release(&decl);
+    int line = tk_line_of(path, "TK_AUTOTUNE(b_kernel");
+    path_in(prog, sizeof prog, "two-many.tkprog");
+    CLI(1, NULL, NULL, &err, "export", src, "--program", "two", "--no-cache", "-o", prog);
+    char want[200];
+    snprintf(want, sizeof want, "three-many/op_b.c:%d) has 33 configurations and 2 TK_HEURISTIC values, 66 variants; "
+             "at most 64", line);
+    assert_contains(err, "cannot export 'two': kernel 'b_kernel' (");
+    assert_contains(err, want);
+    assert_false(file_exists(prog));
+    free(err);
+}
+
 /* compile builds the variants program.json records, never what the sources say: here the
  * program's copy of op_b.c is edited after export (two other configurations, no heuristic; the
  * digest updated so the file stays valid), and the package still records the export's reading,
@@ -1008,6 +1037,7 @@ int main(void)
         cmocka_unit_test(tuning__a_program_without_the_record_is_refused_with_the_fix),
         cmocka_unit_test(tuning__strings_are_read_as_the_compiler_makes_them),
         cmocka_unit_test(tuning__compile_uses_the_record_not_the_sources),
+        cmocka_unit_test(tuning__export_refuses_more_variants_than_a_package_holds),
         cmocka_unit_test(reader__survives_random_damage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
