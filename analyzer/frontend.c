@@ -1392,19 +1392,32 @@ static void arg_pos(extract *x, CXCursor c, unsigned *line, unsigned *col)
         cursor_pos(c, NULL, line, col);
 }
 
-/* A string literal's value (the spelling without its quotes), malloc'd, or NULL. */
+/* The string an expression evaluates to, when it is a string literal (decayed to a pointer:
+ * libclang evaluates the conversion, not the bare literal), malloc'd into *(char **)data. */
+static enum CXChildVisitResult find_string(CXCursor c, CXCursor parent, CXClientData data)
+{
+    (void)parent;
+    char **out = data;
+    CXEvalResult ev = clang_Cursor_Evaluate(c);
+    if (ev && clang_EvalResult_getKind(ev) == CXEval_StrLiteral) {
+        const char *s = clang_EvalResult_getAsStr(ev);
+        *out = strdup(s ? s : "");
+    }
+    if (ev)
+        clang_EvalResult_dispose(ev);
+    return *out ? CXChildVisit_Break : CXChildVisit_Recurse;
+}
+
+/* A string literal's value, the bytes the compiler makes of it (escapes decoded, adjacent
+ * literals joined; up to a first NUL, where every C reader of the string stops), malloc'd, or
+ * NULL. Not the literal's spelling: libclang re-escapes it ("\t" for a tab), which is not the
+ * string the runtime reads. */
 static char *string_value(CXCursor c)
 {
-    CXCursor lit;
-    if (!below(c, CXCursor_StringLiteral, &lit))
-        return NULL;
-    char *sp = str_take(clang_getCursorSpelling(lit));
-    size_t n = strlen(sp);
-    if (n >= 2 && sp[0] == '"' && sp[n - 1] == '"') {
-        memmove(sp, sp + 1, n - 2);
-        sp[n - 2] = '\0';
-    }
-    return sp;
+    char *v = NULL;
+    if (find_string(c, clang_getNullCursor(), &v) == CXChildVisit_Recurse)
+        clang_visitChildren(c, find_string, &v);
+    return v;
 }
 
 typedef struct string_list {

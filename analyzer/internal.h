@@ -33,7 +33,7 @@
 #include "map.h"
 #include "schema.h"
 
-#define TK_SUMMARY_VERSION 5
+#define TK_SUMMARY_VERSION 6
 
 /* Where the analyzer finds its own headers, its CUDA shim folder and the CUDA toolkit. */
 typedef struct tk_env {

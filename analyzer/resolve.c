@@ -1442,7 +1442,7 @@ static int name_offset(const char *list, const char *word)
 {
     size_t n = strlen(word);
     for (const char *p = strstr(list, word); p; p = strstr(p + 1, word))
-        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+        if ((p == list || p[-1] == ' ' || p[-1] == '\t') && (p[n] == ' ' || p[n] == '\t' || p[n] == '\0'))
             return (int)(p - list);
     return 0;
 }

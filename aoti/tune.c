@@ -15,6 +15,7 @@
 
 #include "aoti.h"
 #include "fsutil.h"
+#include "pkgfile.h"
 #include "rt_internal.h"
 #include "sha256.h"
 #include "strbuf.h"
@@ -391,6 +392,7 @@ static void cache_write(const tk_aoti_tune *t, const char *path)
 /* --- the whole ------------------------------------------------------------------------------- */
 
 typedef struct loaded {
+    tk_registry *reg; /* a namespace of the tuner's own, as a package's */
     tk_fatbin_node nodes[2 * TK_TUNE_MAX_CONFIGS + 16];
     char names[2 * TK_TUNE_MAX_CONFIGS + 16][300];
     size_t nnodes;
@@ -398,11 +400,13 @@ typedef struct loaded {
     char host_path[PATH_MAX + 16];
 } loaded;
 
-/* The compiled code in this process: fatbins registered (variants tagged "@cN"), the host
- * object loaded from a private temporary file. */
-static int load_blobs(loaded *l, const tk_aoti_blob *blobs, size_t nblobs)
+/* The compiled code in this process, in a registry of its own as in a package: fatbins added
+ * (variants tagged "@cN"), the host object loaded from a private temporary file, and the tuned
+ * kernels as program.json records them, so the op's tk_tune hands out the configurations the
+ * variants were compiled with, whatever the host object's strings say. */
+static int load_blobs(loaded *l, const tk_aoti_tune *tunes, size_t ntunes, const tk_aoti_blob *blobs, size_t nblobs)
 {
-    int rc = 0;
+    int rc = tk_registry_new(&l->reg, "the program being tuned");
     for (size_t i = 0; i < nblobs && !rc; i++) {
         if (blobs[i].config < 0) {
             char dir[PATH_MAX];
@@ -410,7 +414,7 @@ static int load_blobs(loaded *l, const tk_aoti_blob *blobs, size_t nblobs)
                 break;
             snprintf(l->host_path, sizeof l->host_path, "%s/ops.so", dir);
             if (!(rc = tk_file_write_atomic(l->host_path, blobs[i].bytes, blobs[i].len)))
-                rc = tk_ops_load(&l->host, l->host_path);
+                rc = tk_registry_load(l->reg, &l->host, l->host_path);
             continue;
         }
         if (l->nnodes == sizeof l->nodes / sizeof l->nodes[0])
@@ -422,16 +426,31 @@ static int load_blobs(loaded *l, const tk_aoti_blob *blobs, size_t nblobs)
         else
             snprintf(name, sizeof l->names[0], "tune/%s", blobs[i].entry);
         *node = (tk_fatbin_node){TK_FATBIN_RECORD_VERSION, blobs[i].bytes, blobs[i].len, name, NULL, 0};
-        tk_fatbin_register(node);
+        tk_registry_add_fatbin(l->reg, node);
     }
+    for (size_t i = 0; i < ntunes && !rc; i++) {
+        const tk_aoti_tune *t = &tunes[i];
+        tk_pkg_tune rec;
+        memset(&rec, 0, sizeof rec); /* its table: the default everywhere, until the tuner forces one */
+        rec.kernel = t->kernel;
+        rec.key = t->key;
+        rec.nparams = t->nparams;
+        rec.nconfigs = t->nconfigs;
+        memcpy(rec.values, t->values, sizeof rec.values);
+        rec.hparam = t->hparam;
+        rec.nh = t->nh;
+        memcpy(rec.hvalues, t->hvalues, sizeof rec.hvalues);
+        rc = tk_tune_set_recorded(l->reg, &rec);
+    }
+    if (!rc)
+        tk_tune_prepare(l->reg);
     return rc;
 }
 
 static void unload_blobs(loaded *l)
 {
-    for (size_t i = 0; i < l->nnodes; i++)
-        tk_fatbin_unregister(&l->nodes[i]);
-    tk_ops_unload(l->host);
+    tk_registry_unload(l->reg, l->host);
+    tk_registry_free(l->reg); /* its fatbins (l->nodes) with it */
     if (l->host_path[0]) {
         unlink(l->host_path);
         char *slash = strrchr(l->host_path, '/');
@@ -507,7 +526,8 @@ int tk_aoti_measure(const tk_program_model *m, tk_aoti_tune *tunes, size_t ntune
     memset(&l, 0, sizeof l);
     tk_ctx *ctx = NULL;
     tk_device gpu = {TK_DEVICE_CUDA, 0};
-    if (!(rc = load_blobs(&l, blobs, nblobs)) && !(rc = tk_ctx_new(&ctx, gpu))) {
+    if (!(rc = load_blobs(&l, tunes, ntunes, blobs, nblobs)) && !(rc = tk_ctx_new(&ctx, gpu))) {
+        ctx->scope = l.reg; /* the program's ops, kernels and tuning are there */
         for (size_t i = 0; i < ntunes && !rc; i++) {
             if (tunes[i].measured)
                 continue;

@@ -281,6 +281,11 @@ static int record_tuning(tk_program_model *m, const cJSON *doc)
                 if (pt->nh < TK_TUNE_MAX_CONFIGS)
                     pt->hvalues[pt->nh++] = x->valueint;
         }
+        /* each variant is a fatbin of the package; readers take at most TK_TUNE_MAX_CONFIGS */
+        if (pt->nconfigs * pt->nh > TK_TUNE_MAX_CONFIGS)
+            return tk_error_set(TK_EINVAL, "cannot export '%s': kernel '%s' (%s:%d) has %d configurations and %d "
+                                "TK_HEURISTIC values, %d variants; at most %d", m->name, kernel, pt->file, pt->line,
+                                pt->nconfigs, pt->nh, pt->nconfigs * pt->nh, TK_TUNE_MAX_CONFIGS);
     }
     return 0;
 }

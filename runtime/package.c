@@ -1,6 +1,6 @@
 /* Packages (tk_package_*): a .tkpkg read and verified by runtime/pkgfile.c, then made a namespace
- * of its own: a registry (runtime/registry.c) holding its fatbins, the ops, tuning declarations
- * and heuristics its host object's constructors register, and its tuning tables; the program's
+ * of its own: a registry (runtime/registry.c) holding its fatbins, the ops its host object's
+ * constructors register, and its tuned kernels as its manifest records them; the program's
  * nodes are resolved there once. Sessions hold a reference: a package closed while sessions run
  * goes away with the last of them, which is how a service swaps versions under load. */
 #define _GNU_SOURCE /* memfd_create */
@@ -112,7 +112,7 @@ static int register_fatbins(tk_package *pkg)
 }
 
 /* After the host object: every op of the program is the package's own or, for built-in ops,
- * libtkrt's; the tuned kernels' tables are set in the package's registry. */
+ * libtkrt's; the tuned kernels' records are installed in the package's registry. */
 static int check_ops(tk_package *pkg)
 {
     const tk_pkgfile *f = pkg->f;
@@ -128,12 +128,13 @@ static int check_ops(tk_package *pkg)
         return tk_error_set(TK_EINVAL, "%s: op '%s' is not registered after loading %s", f->origin, name,
                             f->host ? f->host : "the package (it has no host object)");
     }
+    /* the tuned kernels as the package records them (read once, by the analyzer at export) */
     for (size_t i = 0; i < f->ntunes; i++) {
-        const tk_pkg_tune *t = &f->tunes[i];
-        if (tk_tune_set_table(pkg->reg, t->kernel, t->table))
-            return tk_error_set(TK_EINVAL, "%s: tuned kernel '%s' has no TK_AUTOTUNE declaration in %s", f->origin,
-                                t->kernel, f->host ? f->host : "the package");
+        int rc = tk_tune_set_recorded(pkg->reg, &f->tunes[i]);
+        if (rc)
+            return rc;
     }
+    tk_tune_prepare(pkg->reg);
     return 0;
 }
 

@@ -790,6 +790,9 @@ static int read_tuning(jr *r, const cJSON *doc)
             if (!(t->hparam = tk_pm_strdup(r->m, param)))
                 return TK_ENOMEM;
         }
+        if (t->nconfigs * t->nh > TK_TUNE_MAX_CONFIGS)
+            return bad(r, "%s: %d configurations with %d heuristic values make %d variants, more than %d", where,
+                       t->nconfigs, t->nh, t->nconfigs * t->nh, TK_TUNE_MAX_CONFIGS);
     }
     return 0;
 }

@@ -146,13 +146,21 @@ int tk_cuda_event_elapsed_us(tk_ctx *ctx, void *start, void *end, double *us);
 
 /* --- autotuning (runtime/tune.c) --------------------------------------------------------- */
 
-/* A package's measured choice per key bucket for kernel (TK_TUNE_BUCKETS entries, each a
- * configuration index of its declaration), set in the package's registry r; TK_ENOTFOUND when r
- * holds no declaration of it. */
+/* A measured choice per key bucket for kernel (TK_TUNE_BUCKETS entries, each a configuration
+ * index of its declaration), set in r (NULL: the process registry); TK_ENOTFOUND when r holds no
+ * declaration of it. Packages use tk_tune_set_recorded. */
 int tk_tune_set_table(tk_registry *r, const char *kernel, const signed char *table);
 void tk_tune_clear_table(tk_registry *r, const char *kernel);
-/* The declaration of kernel in r (NULL: the process registry), with its counts. */
-int tk_tune_describe(tk_registry *r, const char *kernel, int *nparams, int *nconfigs, const tk_tune_decl **decl);
+/* A package's record of a tuned kernel (its manifest's "tuning" entry: the declaration as the
+ * analyzer read it at export, and the measured table), installed in the package's registry r:
+ * tk_tune and tk_tune_set of the kernel in r use the record's parameters, configurations and
+ * heuristic values, never the strings of the host object's TK_AUTOTUNE and TK_HEURISTIC.
+ * TK_EINVAL for a record out of bounds or a table selecting a configuration it does not have. */
+struct tk_pkg_tune;
+int tk_tune_set_recorded(tk_registry *r, const struct tk_pkg_tune *t);
+/* Once a package's records are installed: reads (tunespec.h) the declarations its host object
+ * registered in r that no record covers, as the process registry reads them at registration. */
+void tk_tune_prepare(tk_registry *r);
 /* Frees r's tuning lists (tk_registry_free). */
 void tk_tune_release(tk_registry *r);
 /* The variant tk_wrap of kernel launches on ctx: configuration * (heuristic values) + the

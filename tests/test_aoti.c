@@ -18,7 +18,9 @@
 
 #include "pkgfile.h"
 #include <tk/runtime.h>
+#include "sha256.h"
 #include "strbuf.h"
+#include "tkprog.h"
 #include "tk_test.h"
 #include "tk_test_proc.h"
 #include "zipfile.h"
@@ -290,6 +292,141 @@ static void tuning__read_at_export_recorded_and_compiled_from_the_record(void **
     CLI(0, NULL, NULL, &err, "compile", prog, "-o", pkg, "--no-cache");
     assert_contains(err, "2 kernel sources as 3 fatbins with the tuning variants, for sm_90");
     free(err);
+}
+
+/* Replaces the first `from` in the file at path with `to`. */
+static void replace_in_file(const char *path, const char *from, const char *to)
+{
+    size_t len = 0;
+    char *text = tk_test_read_file(path, &len);
+    assert_non_null(text);
+    char *at = strstr(text, from);
+    assert_non_null(at);
+    tk_strbuf sb = TK_STRBUF_INIT;
+    tk_strbuf_add(&sb, text, (size_t)(at - text));
+    tk_strbuf_adds(&sb, to);
+    tk_strbuf_adds(&sb, at + strlen(from));
+    tk_test_write_file(path, sb.buf, sb.len);
+    tk_strbuf_release(&sb);
+    free(text);
+}
+
+/* program.json's tuning[0], printed without spaces. */
+static char *first_tuning(const char *prog)
+{
+    char *out = NULL;
+    CLI(0, NULL, &out, NULL, "inspect", prog, "--format", "json");
+    cJSON *doc = cJSON_Parse(out);
+    assert_non_null(doc);
+    const cJSON *tuning = cJSON_GetObjectItemCaseSensitive(doc, "tuning");
+    assert_int_equal(cJSON_GetArraySize(tuning), 1);
+    char *got = cJSON_PrintUnformatted(cJSON_GetArrayItem(tuning, 0));
+    cJSON_Delete(doc);
+    free(out);
+    return got;
+}
+
+/* The strings are read as the compiler makes them, which is what the runtime's eager path reads
+ * too: escapes decoded ("\t" is a tab, a separator) and adjacent literals joined. Before, the
+ * analyzer took libclang's re-escaped spelling ("\\t" as two characters), found "\t512" and
+ * "0\t1" malformed and left the declaration out of the record (the program compiled untuned,
+ * silently), and compile's lexer read "\t" as "t" and refused the file. */
+static void tuning__strings_are_read_as_the_compiler_makes_them(void **state)
+{
+    (void)state;
+    char src[640], prog[640], path[700];
+    path_in(src, sizeof src, "three-escapes");
+    copy_tree(TK_AOTI_FIXTURE, src);
+    snprintf(path, sizeof path, "%s/op_b.c", src);
+    replace_in_file(path, "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"256\", \"128\", \"512\");",
+                    "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"256\", \"12\" \"8\", \"\\t512\");");
+    replace_in_file(path, "TK_HEURISTIC(b_kernel, \"EVEN\", \"0 1\");", "TK_HEURISTIC(b_kernel, \"EVEN\", \"0\\t1\");");
+    path_in(prog, sizeof prog, "two-escapes.tkprog");
+    CLI(0, NULL, NULL, NULL, "export", src, "--program", "two", "--no-cache", "-o", prog);
+    char *got = first_tuning(prog);
+    assert_non_null(strstr(got, "{\"kernel\":\"b_kernel\",\"key\":\"n\",\"params\":[\"BLOCK\"],\"configs\":[[256],[128],[512]],"
+                                "\"heuristic\":{\"param\":\"EVEN\",\"values\":[0,1]},\"file\":\""));
+    free(got);
+}
+
+/* A declaration whose configurations times heuristic values exceed what a package holds (a fatbin
+ * per variant, at most TK_TUNE_MAX_CONFIGS) stops the export, naming it; before, compile wrote
+ * past its table of fatbins. */
+static void tuning__export_refuses_more_variants_than_a_package_holds(void **state)
+{
+    (void)state;
+    char src[640], prog[640], path[700], *err = NULL;
+    path_in(src, sizeof src, "three-many");
+    copy_tree(TK_AOTI_FIXTURE, src);
+    snprintf(path, sizeof path, "%s/op_b.c", src);
+    tk_strbuf decl = TK_STRBUF_INIT;
+    tk_strbuf_adds(&decl, "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\"");
+    for (int c = 0; c < 33; c++)
+        tk_strbuf_addf(&decl, ", \"%d\"", 32 * (c + 1));
+    tk_strbuf_adds(&decl, ");");
+    replace_in_file(path, "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"256\", \"128\", \"512\");", decl.buf);
+    tk_strbuf_release(&decl);
+    int line = tk_line_of(path, "TK_AUTOTUNE(b_kernel");
+    path_in(prog, sizeof prog, "two-many.tkprog");
+    CLI(1, NULL, NULL, &err, "export", src, "--program", "two", "--no-cache", "-o", prog);
+    char want[200];
+    snprintf(want, sizeof want, "three-many/op_b.c:%d) has 33 configurations and 2 TK_HEURISTIC values, 66 variants; "
+             "at most 64", line);
+    assert_contains(err, "cannot export 'two': kernel 'b_kernel' (");
+    assert_contains(err, want);
+    assert_false(file_exists(prog));
+    free(err);
+}
+
+/* compile builds the variants program.json records, never what the sources say: here the
+ * program's copy of op_b.c is edited after export (two other configurations, no heuristic; the
+ * digest updated so the file stays valid), and the package still records the export's reading,
+ * with a fatbin per heuristic value. */
+static void tuning__compile_uses_the_record_not_the_sources(void **state)
+{
+    (void)state;
+    NEED_NVCC();
+    char prog[640], pkg[640];
+    tk_program_model *m = NULL;
+    tk_assert_ok(tk_tkprog_read(&m, g_two));
+    tk_pm_source *src = NULL;
+    for (size_t i = 0; i < m->nsources; i++)
+        if (tk_ends_with(m->sources[i].path, "/op_b.c"))
+            src = &m->sources[i];
+    assert_non_null(src);
+    char *text = strndup((const char *)src->data, src->len);
+    const char *decl = "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"256\", \"128\", \"512\");";
+    char *at = strstr(text, decl), *heur = strstr(text, "TK_HEURISTIC(b_kernel");
+    assert_non_null(at);
+    assert_non_null(heur);
+    memcpy(heur, "//", 2); /* the heuristic commented out */
+    tk_strbuf sb = TK_STRBUF_INIT;
+    tk_strbuf_add(&sb, text, (size_t)(at - text));
+    tk_strbuf_adds(&sb, "TK_AUTOTUNE(b_kernel, \"n\", \"BLOCK\", \"64\", \"32\");");
+    tk_strbuf_adds(&sb, at + strlen(decl));
+    free(src->data);
+    src->len = sb.len;
+    src->data = (unsigned char *)tk_strbuf_detach(&sb);
+    tk_sha256_hex(src->data, src->len, src->sha256);
+    free(text);
+    path_in(prog, sizeof prog, "two-edited.tkprog");
+    tk_assert_ok(tk_tkprog_write(m, prog));
+    tk_program_model_free(m);
+
+    path_in(pkg, sizeof pkg, "two-edited.tkpkg");
+    CLI(0, NULL, NULL, NULL, "compile", prog, "-o", pkg, "--no-cache");
+    tk_pkgfile *f;
+    tk_assert_ok(tk_pkgfile_read(&f, pkg, NULL));
+    assert_int_equal(f->ntunes, 1);
+    const tk_pkg_tune *t = &f->tunes[0];
+    assert_int_equal(t->nconfigs, 3);
+    assert_int_equal(t->values[0][0], 256);
+    assert_int_equal(t->values[2][0], 512);
+    assert_non_null(t->hparam);
+    assert_string_equal(t->hparam, "EVEN");
+    assert_int_equal(t->nh, 2);
+    assert_int_equal(t->nfatbins, 2); /* the default configuration, with EVEN 0 and 1 */
+    tk_pkgfile_free(f);
 }
 
 /* A program exported before program.json recorded the declarations (examples/mlp, exported on
@@ -898,6 +1035,9 @@ int main(void)
         cmocka_unit_test(reader__refuses_hostile_tuning_tables),
         cmocka_unit_test(tuning__read_at_export_recorded_and_compiled_from_the_record),
         cmocka_unit_test(tuning__a_program_without_the_record_is_refused_with_the_fix),
+        cmocka_unit_test(tuning__strings_are_read_as_the_compiler_makes_them),
+        cmocka_unit_test(tuning__compile_uses_the_record_not_the_sources),
+        cmocka_unit_test(tuning__export_refuses_more_variants_than_a_package_holds),
         cmocka_unit_test(reader__survives_random_damage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

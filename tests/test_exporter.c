@@ -768,6 +768,51 @@ static char *edited_json(const tk_program_model *m, const char *from, const char
     return out;
 }
 
+/* program.json's tuning record is checked like every other table: its counts against each other
+ * and against what a package can hold (a fatbin per variant, at most TK_TUNE_MAX_CONFIGS). */
+static void tkprog__tuning_records_are_checked(void **state)
+{
+    (void)state;
+    tk_program_model *m = mlp_model(), *r = NULL;
+    assert_true(m->has_tuning); /* the mlp's silu_kernel, recorded at export */
+    tk_strbuf many = TK_STRBUF_INIT;
+    tk_strbuf_adds(&many, "\"tuning\": [{\"kernel\": \"k\", \"key\": \"n\", \"params\": [\"BLOCK\"], \"configs\": [");
+    for (int c = 0; c < 33; c++)
+        tk_strbuf_addf(&many, "%s[%d]", c ? ", " : "", 32 + c);
+    tk_strbuf_adds(&many, "], \"heuristic\": {\"param\": \"EVEN\", \"values\": [0, 1]}, \"file\": \"op.c\", \"line\": 3},");
+    char *variants = edited_json(m, "\"tuning\": [", many.buf);
+    char *short_config = edited_json(m, "\"tuning\": [",
+                                     "\"tuning\": [{\"kernel\": \"k\", \"key\": \"n\", \"params\": [\"BLOCK\", \"ITEMS\"], "
+                                     "\"configs\": [[256, 1], [128]], \"heuristic\": null, \"file\": \"op.c\", \"line\": 3},");
+    char *good = edited_json(m, "\"tuning\": [",
+                             "\"tuning\": [{\"kernel\": \"k\", \"key\": \"n\", \"params\": [\"BLOCK\"], \"configs\": [[256], "
+                             "[128]], \"heuristic\": {\"param\": \"EVEN\", \"values\": [0, 1]}, \"file\": \"op.c\", \"line\": 3},");
+    tk_strbuf_release(&many);
+    assert_int_equal(tk_program_json_read(&r, variants, strlen(variants), "'x.tkprog'"), TK_EFORMAT);
+    assert_contains(tk_error_last(), "tuning[0]: 33 configurations with 2 heuristic values make 66 variants, more than 64");
+    assert_int_equal(tk_program_json_read(&r, short_config, strlen(short_config), "'x.tkprog'"), TK_EFORMAT);
+    assert_contains(tk_error_last(), "tuning[0]: configs[1] holds 1 values for 2 parameters");
+    assert_null(r);
+    tk_assert_ok(tk_program_json_read(&r, good, strlen(good), "'x.tkprog'"));
+    assert_true(r->has_tuning);
+    assert_int_equal(r->ntunes, 2);
+    assert_string_equal(r->tunes[0].kernel, "k"); /* sorted by kernel */
+    assert_int_equal(r->tunes[0].nconfigs, 2);
+    assert_int_equal(r->tunes[0].values[1][0], 128);
+    assert_int_equal(r->tunes[0].nh, 2);
+    /* written back as read, one entry per line */
+    char *again = NULL;
+    tk_assert_ok(tk_program_json_write(&again, r));
+    assert_contains(again, "\n    {\"kernel\": \"k\", \"key\": \"n\", \"params\": [\"BLOCK\"], \"configs\": [[256], [128]], "
+                           "\"heuristic\": {\"param\": \"EVEN\", \"values\": [0, 1]}, \"file\": \"op.c\", \"line\": 3},\n");
+    free(again);
+    tk_program_model_free(r);
+    free(variants);
+    free(short_config);
+    free(good);
+    tk_program_model_free(m);
+}
+
 static void tkprog__readers_refuse_other_versions_and_damage(void **state)
 {
     (void)state;
@@ -1026,6 +1071,7 @@ int main(void)
         cmocka_unit_test(tkprog__write_read_write_is_byte_identical),
         cmocka_unit_test(program_json__has_every_field),
         cmocka_unit_test(tkprog__readers_refuse_other_versions_and_damage),
+        cmocka_unit_test(tkprog__tuning_records_are_checked),
         cmocka_unit_test(mlp__eager_and_traced_agree_bitwise_on_the_cpu),
 #endif
 #ifdef TK_TKEXPORT

@@ -609,6 +609,75 @@ static void package__host_object_is_loaded_and_unloaded(void **state)
     }
 }
 
+/* A package's tuned kernel runs with the declaration its manifest records (what the analyzer read
+ * at export), not with a reading of its host object's strings: the host object declares BLOCK 256
+ * or 512 and EVEN 0, 1 or 2 (test_tuned_ops_module.c); the record says BLOCK 64 or 32 and EVEN 0
+ * or 1, and its measured table picks 32. */
+static void package__tuned_kernels_use_the_recorded_declaration(void **state)
+{
+    (void)state;
+    char path[1024];
+    size_t wlen, len, hlen;
+    void *w = tp_weights(&wlen), *host = read_all(TK_TEST_TUNED_OPS_MODULE, &hlen);
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::tuned"));
+    assert_non_null(tk_pm_add_symbol(m, "n", 2, 100));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 1, "n", 0, 0);
+    tk_pm_node *node = tk_pm_add_node(m, "test_module::tuned", 1, 1, "model.c", 1);
+    node->inputs[0] = 0;
+    tp_set(m, &node->outputs[0], 1, NULL, 1, "n", 0, 0);
+    tp_set(m, tk_pm_add_output(m), 1, NULL, 1, "n", 0, 0);
+    tp_op(m, "test_module::tuned", "(Tensor x) -> Tensor", 0);
+    char *pj = NULL;
+    tk_assert_ok(tk_program_json_write(&pj, m));
+
+    static const char fake[] = "fatbins are not read on the CPU";
+    char *kernel_names[] = {"tuned_kernel"};
+    tk_pkg_kernel kernel = {"tuned_kernel", "kernels/tuned.fatbin", "tuned.cu"};
+    tk_pkg_op op = {"test_module::tuned", 0, 1, kernel_names};
+    tk_pkg_tune_row row = {.bucket = 3, .key = 8, .winner = 1, .times_us = {2.0, 1.0}};
+    tk_pkg_tune tune = {.kernel = "tuned_kernel", .key = "n", .nparams = 1, .nconfigs = 2, .params = {"BLOCK"},
+                        .values = {{64}, {32}}, .hparam = "EVEN", .nh = 2, .hvalues = {0, 1}, .nfatbins = 4,
+                        .fatbins = {"kernels/tuned.fatbin", "kernels/tuned@c1.fatbin", "kernels/tuned@c2.fatbin",
+                                    "kernels/tuned@c3.fatbin"},
+                        .measured = 1, .device = "test", .driver = "13.0", .nrows = 1, .rows = &row};
+    tk_pkg_entry entries[7];
+    size_t n = 0;
+    entries[n++] = (tk_pkg_entry){.path = "host/ops.so", .data = host, .size = hlen};
+    for (size_t i = 0; i < tune.nfatbins; i++)
+        entries[n++] = (tk_pkg_entry){.path = tune.fatbins[i], .data = (unsigned char *)fake, .size = sizeof fake};
+    entries[n++] = (tk_pkg_entry){.path = "program.json", .data = (unsigned char *)pj, .size = strlen(pj)};
+    entries[n++] = (tk_pkg_entry){.path = "weights.safetensors", .data = w, .size = wlen};
+    tk_pkgfile f = {.tkexport = "0.1.0", .program_name = m->name, .host = "host/ops.so", .nkernels = 1,
+                    .kernels = &kernel, .nops = 1, .ops = &op, .nentries = n, .entries = entries, .ntunes = 1,
+                    .tunes = &tune};
+    void *zip = NULL;
+    tk_assert_ok(tk_pkgfile_write_mem(&zip, &len, &f, tp_key()));
+    package_path(path, sizeof path, "package_tuned.tkpkg");
+    tp_write_file(path, zip, len);
+    free(zip);
+    free(pj);
+    free(host);
+    free(w);
+    tk_program_model_free(m);
+
+    tk_package *pkg;
+    tk_session *s;
+    tk_assert_ok(tk_package_open(&pkg, path));
+    tk_assert_ok(tk_session_new(&s, pkg, CPU));
+    const int64_t shape[] = {4};
+    const float xv[] = {1, 2, 3, 4};
+    tk_tensor *x = tp_f32(1, shape, xv), *y = NULL;
+    tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
+    const float *yv = tk_tensor_data(y);
+    assert_true(yv[0] == 32.0f); /* the record's configuration 1, which its table picks; not 256 or 512 */
+    assert_true(yv[1] == 0.0f);  /* EVEN 2 is not among the recorded values */
+    tk_tensor_free(x);
+    tk_tensor_free(y);
+    tk_session_free(s);
+    tk_package_close(pkg);
+}
+
 /* --- signatures ------------------------------------------------------------------------------- */
 
 static void sign__keys_sign_verify_and_round_trip_as_text_and_files(void **state)
@@ -1173,6 +1242,7 @@ int main(void)
         cmocka_unit_test(package__opened_and_run_on_the_cpu),
         cmocka_unit_test(package__errors_are_one_line),
         cmocka_unit_test(package__host_object_is_loaded_and_unloaded),
+        cmocka_unit_test(package__tuned_kernels_use_the_recorded_declaration),
         cmocka_unit_test(sign__keys_sign_verify_and_round_trip_as_text_and_files),
         cmocka_unit_test(package__unsigned_is_refused_unless_allowed_explicitly),
         cmocka_unit_test(package__signed_by_an_untrusted_key_is_refused_naming_it),

@@ -5,11 +5,13 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <cmocka.h>
 
 #include "rt_internal.h"
 #include "tk_test.h"
 #include "tunespec.h"
+#include <tk/log.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
 
@@ -211,6 +213,55 @@ static void tunespec__reads_names_and_integers_and_says_what_is_wrong(void **sta
     }
 }
 
+static void keep_last(tk_log_level level, const char *msg, void *user)
+{
+    (void)level;
+    snprintf(user, 512, "%s", msg);
+}
+
+/* The eager path (no package) reads registered declarations with the same grammar and says in
+ * one line what it refused and why, naming the declaration's place. */
+static void tune__eager_declarations_are_refused_with_the_grammar_s_reason(void **state)
+{
+    (void)state;
+    char last[512] = "";
+    tk_log_set(keep_last, last);
+    static const char *const configs[] = {"256 1", "128 4k"};
+    static const tk_tune_decl bad = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK ITEMS", 2, configs, "bad.c", 3};
+    static tk_tune_node node = {&bad, NULL};
+    tk_tune_register(&node);
+    assert_string_equal(last, "TK_AUTOTUNE of 'other_k' (bad.c:3): configuration \"128 4k\": '4k' is not a decimal "
+                              "integer; ignored");
+    static const char *const short_configs[] = {"256 1", "128"};
+    static const tk_tune_decl short_decl = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK ITEMS", 2, short_configs, "bad.c", 4};
+    static tk_tune_node short_node = {&short_decl, NULL};
+    tk_tune_register(&short_node);
+    assert_string_equal(last, "TK_AUTOTUNE of 'other_k' (bad.c:4): configuration \"128\": 1 value for 2 parameters; "
+                              "ignored");
+    static const char *const tabbed[] = {"64\t2"};
+    static const tk_tune_decl names = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK 2x", 1, tabbed, "bad.c", 5};
+    static tk_tune_node names_node = {&names, NULL};
+    tk_tune_register(&names_node);
+    assert_string_equal(last, "TK_AUTOTUNE of 'other_k' (bad.c:5): '2x' is not a parameter name (a C identifier of at "
+                              "most 63 characters); ignored");
+    static const tk_heuristic_decl hbad = {TK_HEURISTIC_DECL_VERSION, other_k, "EVEN", "0 one", "bad.c", 6};
+    static tk_heuristic_node hnode = {&hbad, NULL};
+    tk_heuristic_register(&hnode);
+    assert_string_equal(last, "TK_HEURISTIC of 'other_k' (bad.c:6): \"0 one\" is not a list of integers ('one' is not "
+                              "a decimal integer); ignored");
+    tk_log_set(NULL, NULL);
+    assert_null(tk_tune(g_ctx, other_k, 1));
+    /* a tab separates as a space does */
+    static const tk_tune_decl good = {TK_TUNE_DECL_VERSION, other_k, "n", "BLOCK\tITEMS", 1, tabbed, "ok.c", 7};
+    static tk_tune_node good_node = {&good, NULL};
+    tk_tune_register(&good_node);
+    const int *cfg = tk_tune(g_ctx, other_k, 1);
+    assert_non_null(cfg);
+    assert_int_equal(cfg[0], 64);
+    assert_int_equal(cfg[1], 2);
+    tk_tune_unregister(&good_node);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -222,6 +273,7 @@ int main(void)
         cmocka_unit_test(tune__malformed_declarations_are_not_registered),
         cmocka_unit_test(tune__declarations_of_another_record_version_are_not_registered),
         cmocka_unit_test(tune__heuristic_picks_the_variant_of_the_chosen_configuration),
+        cmocka_unit_test(tune__eager_declarations_are_refused_with_the_grammar_s_reason),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
