@@ -1685,7 +1685,8 @@ static void config_of(const cJSON *sum, char out[17])
     if (text)
         tk_sha256_hex(text, strlen(text), hex);
     free(text);
-    snprintf(out, 17, "%s", hex);
+    memcpy(out, hex, 16);
+    out[16] = '\0';
 }
 
 /* Gives each internal definition in a header the configuration of its header, everywhere the
