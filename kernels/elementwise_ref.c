@@ -21,24 +21,6 @@ static float ref_cos(float x) { return cosf(x); }
 static float ref_add(float a, float b) { return a + b; }
 static float ref_mul(float a, float b) { return a * b; }
 
-static float load(tk_dtype dtype, const void *p, int64_t i)
-{
-    switch (dtype) {
-    case TK_F16: return tk_f16_to_f32(((const uint16_t *)p)[i]);
-    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)p)[i]);
-    default: return ((const float *)p)[i];
-    }
-}
-
-static void store(tk_dtype dtype, void *p, int64_t i, float v)
-{
-    switch (dtype) {
-    case TK_F16: ((uint16_t *)p)[i] = tk_f32_to_f16(v); break;
-    case TK_BF16: ((uint16_t *)p)[i] = tk_f32_to_bf16(v); break;
-    default: ((float *)p)[i] = v; break;
-    }
-}
-
 static int float_dtype(tk_dtype dtype) { return dtype == TK_F32 || dtype == TK_F16 || dtype == TK_BF16; }
 
 int tk_ref_unary(tk_ew_op op, tk_dtype dtype, const void *x, void *y, int64_t n)
@@ -54,7 +36,7 @@ int tk_ref_unary(tk_ew_op op, tk_dtype dtype, const void *x, void *y, int64_t n)
     if (!float_dtype(dtype))
         return tk_error_set(TK_EUNSUPPORTED, "elementwise reference: dtype %d is not f32, f16 or bf16", (int)dtype);
     for (int64_t i = 0; i < n; i++)
-        store(dtype, y, i, f(load(dtype, x, i)));
+        tk_ref_store(dtype, y, i, f(tk_ref_load(dtype, x, i)));
     return 0;
 }
 
@@ -69,6 +51,6 @@ int tk_ref_binary(tk_ew_op op, tk_dtype dtype, const void *a, const void *b, voi
     if (!float_dtype(dtype))
         return tk_error_set(TK_EUNSUPPORTED, "elementwise reference: dtype %d is not f32, f16 or bf16", (int)dtype);
     for (int64_t i = 0; i < n; i++)
-        store(dtype, y, i, f(load(dtype, a, i), load(dtype, b, i)));
+        tk_ref_store(dtype, y, i, f(tk_ref_load(dtype, a, i), tk_ref_load(dtype, b, i)));
     return 0;
 }

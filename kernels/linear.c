@@ -150,14 +150,8 @@ static int linear_check_out(const tk_tensor *x, const tk_tensor *y, int64_t M, i
 /* Row i of a [rows, cols] buffer of dtype, widened to float into dst. */
 static void widen_row(tk_dtype dtype, const void *src, int64_t i, int64_t cols, float *dst)
 {
-    for (int64_t k = 0; k < cols; k++) {
-        int64_t j = i * cols + k;
-        switch (dtype) {
-        case TK_F16: dst[k] = tk_f16_to_f32(((const uint16_t *)src)[j]); break;
-        case TK_BF16: dst[k] = tk_bf16_to_f32(((const uint16_t *)src)[j]); break;
-        default: dst[k] = ((const float *)src)[j]; break;
-        }
-    }
+    for (int64_t k = 0; k < cols; k++)
+        dst[k] = tk_ref_load(dtype, src, i * cols + k);
 }
 
 int tk_ref_linear(tk_dtype dtype, const void *x, const void *w, const void *b, void *y,
@@ -184,12 +178,7 @@ int tk_ref_linear(tk_dtype dtype, const void *x, const void *w, const void *b, v
                 acc += xf[k] * wr[k];
             if (b)
                 acc += bf[n];
-            int64_t j = m * N + n;
-            switch (dtype) {
-            case TK_F16: ((uint16_t *)y)[j] = tk_f32_to_f16(acc); break;
-            case TK_BF16: ((uint16_t *)y)[j] = tk_f32_to_bf16(acc); break;
-            default: ((float *)y)[j] = acc; break;
-            }
+            tk_ref_store(dtype, y, m * N + n, acc);
         }
     }
     free(wf);

@@ -37,24 +37,6 @@ typedef struct job {
     int err;
 } job;
 
-static float widen(tk_dtype dtype, const void *src, int64_t j)
-{
-    switch (dtype) {
-    case TK_F16: return tk_f16_to_f32(((const uint16_t *)src)[j]);
-    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)src)[j]);
-    default: return ((const float *)src)[j];
-    }
-}
-
-static void store(tk_dtype dtype, void *y, int64_t j, float v)
-{
-    switch (dtype) {
-    case TK_F16: ((uint16_t *)y)[j] = tk_f32_to_f16(v); break;
-    case TK_BF16: ((uint16_t *)y)[j] = tk_f32_to_bf16(v); break;
-    default: ((float *)y)[j] = v; break;
-    }
-}
-
 /* out[r][c] = dot(xs[r], ws[c]) for rows r < nr of xs and c < nc of ws, each K long (ld K). */
 TK_CLONES static void tile(const float *xs, int nr, const float *ws, int nc, int64_t K, float out[ROWS][COLS])
 {
@@ -98,14 +80,14 @@ static void *run_rows(void *arg)
         int nr = (int)(j->row1 - m < ROWS ? j->row1 - m : ROWS);
         for (int r = 0; r < nr; r++)
             for (int64_t k = 0; k < j->K; k++)
-                xs[r * j->K + k] = widen(j->dtype, j->x, (m + r) * j->K + k);
+                xs[r * j->K + k] = tk_ref_load(j->dtype, j->x, (m + r) * j->K + k);
         for (int64_t n = 0; n < j->N; n += COLS) {
             int nc = (int)(j->N - n < COLS ? j->N - n : COLS);
             float out[ROWS][COLS];
             tile(xs, nr, j->wf + n * j->K, nc, j->K, out);
             for (int r = 0; r < nr; r++)
                 for (int c = 0; c < nc; c++)
-                    store(j->dtype, j->y, (m + r) * j->N + n + c, out[r][c] + (j->b ? j->bf[n + c] : 0.0f));
+                    tk_ref_store(j->dtype, j->y, (m + r) * j->N + n + c, out[r][c] + (j->b ? j->bf[n + c] : 0.0f));
         }
     }
     free(xs);
@@ -122,10 +104,10 @@ int tk_cpu_linear(tk_dtype dtype, const void *x, const void *w, const void *b, v
         return tk_error_set(TK_ENOMEM, "linear on the CPU: out of memory for a [%lld, %lld] weight", (long long)N,
                             (long long)K);
     for (int64_t i = 0; i < N * K; i++)
-        wf[i] = widen(dtype, w, i);
+        wf[i] = tk_ref_load(dtype, w, i);
     float *bf = wf + N * K;
     for (int64_t i = 0; b && i < N; i++)
-        bf[i] = widen(dtype, b, i);
+        bf[i] = tk_ref_load(dtype, b, i);
 
     if (threads <= 0) {
         long nc = sysconf(_SC_NPROCESSORS_ONLN);

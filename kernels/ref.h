@@ -5,7 +5,28 @@
 #define TK_KERNELS_REF_H
 
 #include <stdint.h>
+#include <tk/half.h>
 #include <tk/op.h>
+
+/* Element i of a dtype buffer widened to float (16-bit values exactly), and v rounded into one
+ * (to nearest even): the one reading of f32/f16/bf16 buffers the CPU paths share. */
+static inline float tk_ref_load(tk_dtype dtype, const void *p, int64_t i)
+{
+    switch (dtype) {
+    case TK_F16: return tk_f16_to_f32(((const uint16_t *)p)[i]);
+    case TK_BF16: return tk_bf16_to_f32(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+    }
+}
+
+static inline void tk_ref_store(tk_dtype dtype, void *p, int64_t i, float v)
+{
+    switch (dtype) {
+    case TK_F16: ((uint16_t *)p)[i] = tk_f32_to_f16(v); break;
+    case TK_BF16: ((uint16_t *)p)[i] = tk_f32_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+    }
+}
 
 typedef enum tk_ew_op { TK_EW_ADD, TK_EW_MUL, TK_EW_SIN, TK_EW_COS, TK_EW_SILU, TK_EW_GELU } tk_ew_op;
 
