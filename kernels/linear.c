@@ -211,6 +211,14 @@ static int linear_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
  * (every row of y): exactly nn.Linear's bias. With both operands' K contiguous this is the
  * "TN" layout, the one every cuBLASLt kernel family supports. */
 
+/* What a matmul does besides x W^T + b: GELU (tanh) on the result (cuBLASLt's GELU epilogue, the
+ * tanh approximation, as tk::gelu), or a residual of y's shape added (cuBLASLt's C with beta 1):
+ * the fused forms below. */
+typedef struct lt_extra {
+    int gelu;
+    const tk_tensor *residual;
+} lt_extra;
+
 #ifdef TK_HAVE_CUDA_HEADERS
 /* --- plans -------------------------------------------------------------------------------
  * What a call needs besides its pointers is a plan: the matrix layouts and the algorithm, which
@@ -277,8 +285,9 @@ typedef struct lt_problem {
     tk_dtype dtype;
     cudaDataType_t type;
     int64_t M, K, N;
-    uint32_t align_a, align_b, align_d; /* weight, x, y */
+    uint32_t align_a, align_b, align_c, align_d; /* weight, x, residual (y's when none), y */
     uint32_t epilogue;
+    int gelu;                           /* the epilogue applies GELU (tanh) */
     tk_lt_key key;                      /* kind PLAN_EXACT, m = M */
 } lt_problem;
 
@@ -289,7 +298,7 @@ static int get_desc(const tk_cublaslt_ref *lt, const lt_problem *pb, const void 
 {
     const tk_cublaslt *api = lt->api;
     tk_lt_ctx *local = lt->local;
-    int rc = 0, slot = (pb->dtype == TK_F32 ? 0 : pb->dtype == TK_F16 ? 1 : 2) * 2 + (bias != NULL);
+    int rc = 0, slot = (pb->dtype == TK_F32 ? 0 : pb->dtype == TK_F16 ? 1 : 2) * 4 + pb->gelu * 2 + (bias != NULL);
     cublasLtMatmulDesc_t desc = local->desc[slot];
     if (!desc) {
         int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N, bias_type = (int32_t)pb->type;
@@ -340,8 +349,8 @@ static int query(const tk_cublaslt_ref *lt, cublasLtMatmulDesc_t desc, const lt_
                                                sizeof pb->align_a));
     LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &pb->align_b,
                                                sizeof pb->align_b));
-    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &pb->align_d,
-                                               sizeof pb->align_d));
+    LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &pb->align_c,
+                                               sizeof pb->align_c));
     LT_CHECK(api->MatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &pb->align_d,
                                                sizeof pb->align_d));
     atomic_fetch_add_explicit(&lt->counters->heuristics, 1, memory_order_relaxed);
@@ -449,7 +458,7 @@ done:
 }
 
 static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K,
-                           int64_t N)
+                           int64_t N, const lt_extra *ex)
 {
     int rc;
     tk_cublaslt_ref lt;
@@ -461,6 +470,7 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     tk_lt_plan *plan = NULL, *uncached = NULL;
     const void *x = tk_tensor_data(in[0]), *w = tk_tensor_data(in[1]), *bias = in[2] ? tk_tensor_data(in[2]) : NULL;
     void *y = tk_tensor_data(out[0]);
+    const void *r = ex->residual ? tk_tensor_data(ex->residual) : y;
     lt_problem pb;
     pb.dtype = tk_tensor_dtype(in[0]);
     /* The bias epilogue reads the bias in vectors, and no preference tells cuBLASLt otherwise
@@ -475,9 +485,15 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     pb.type = pb.dtype == TK_F32 ? CUDA_R_32F : pb.dtype == TK_F16 ? CUDA_R_16F : CUDA_R_16BF;
     pb.M = M, pb.K = K, pb.N = N;
     pb.align_a = ptr_alignment(w), pb.align_b = ptr_alignment(x), pb.align_d = ptr_alignment(y);
-    pb.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    pb.align_c = ptr_alignment(r);
+    pb.gelu = ex->gelu;
+    if (ex->gelu)
+        pb.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    else
+        pb.epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
     pb.key = (tk_lt_key){.kind = PLAN_EXACT, .m = M, .n = N, .k = K, .dtype = pb.dtype, .epilogue = pb.epilogue,
-                         .align = log2_of(pb.align_a) | log2_of(pb.align_b) << 8 | log2_of(pb.align_d) << 16,
+                         .align = log2_of(pb.align_a) | log2_of(pb.align_b) << 8 | log2_of(pb.align_d) << 16 |
+                                  log2_of(pb.align_c) << 24 | (int64_t)(ex->residual != NULL) << 32,
                          .workspace = (int64_t)lt.local->workspace_size};
 
     cublasLtMatmulDesc_t desc = NULL;
@@ -497,12 +513,15 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
             plan = tk_lt_entry_value(entry);
         }
     }
-    float alpha = 1.0f, beta = 0.0f;
-    LT_CHECK(api->Matmul(lt.handle, desc, &alpha, w, plan->a, x, plan->b, &beta, y, plan->d, y, plan->d,
+    /* D = epilogue(alpha op(A) op(B) + beta C + bias): the residual is C with beta 1 */
+    float alpha = 1.0f, beta = ex->residual ? 1.0f : 0.0f;
+    LT_CHECK(api->Matmul(lt.handle, desc, &alpha, w, plan->a, x, plan->b, &beta, r, plan->d, y, plan->d,
                          &plan->heur.algo, plan->heur.workspaceSize ? lt.local->workspace : NULL,
                          plan->heur.workspaceSize ? lt.local->workspace_size : 0,
                          (cudaStream_t)tk_cuda_stream(ctx)));
 done:
+    if (rc == TK_EUNSUPPORTED && (ex->gelu || ex->residual))
+        atomic_fetch_add_explicit(&lt.counters->fused_fallbacks, 1, memory_order_relaxed);
     tk_lt_cache_release(lt.plans, entry);
     tk_lt_plan_free(uncached, NULL);
     if (bias_copy) {
@@ -516,9 +535,9 @@ done:
 }
 #else
 static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K,
-                           int64_t N)
+                           int64_t N, const lt_extra *ex)
 {
-    (void)ctx, (void)in, (void)out, (void)M, (void)K, (void)N;
+    (void)ctx, (void)in, (void)out, (void)M, (void)K, (void)N, (void)ex;
     return tk_error_set(TK_EUNSUPPORTED, "op 'tk::linear': libtkrt was built without the CUDA toolkit's "
                                          "headers, so without cuBLASLt");
 }
@@ -548,7 +567,141 @@ TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) 
         return rc;
     if (M == 0 || N == 0)
         return 0;
-    return linear_cublaslt(ctx, in, out, M, K, N);
+    static const lt_extra plain = {0, NULL};
+    return linear_cublaslt(ctx, in, out, M, K, N, &plain);
 }
 
 tk_tensor *(tk_linear)(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b) { return tk_call(ctx, "tk::linear", x, w, b); }
+
+/* --- fused forms -------------------------------------------------------------------------
+ * The executor (runtime/exec.c) runs tk::linear followed by tk::gelu of its result, or by tk::add
+ * of its result and a tensor of its shape, as one of these when nothing else reads the linear's
+ * result (tk_linear_fused_def): on a GPU one cuBLASLt matmul, with the GELU epilogue or with the
+ * residual as C (beta 1), instead of a matmul and an elementwise pass over its output. Where
+ * cuBLASLt has no algorithm for the fused form, the two ops run as before. The CPU fallbacks
+ * compute what the two ops compute, in the same order and roundings: the linear into y, then the
+ * elementwise op in place. */
+
+static int fused_fallback(tk_ctx *ctx, const char *op, tk_tensor *const *in, int nin, tk_tensor *y)
+{
+    tk_tensor *out[1] = {y};
+    return tk_op_run(ctx, op, in, nin, out, 1);
+}
+
+static int linear_gelu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int rc = linear_cpu(ctx, in, out);
+    return rc ? rc
+              : tk_ref_unary(TK_EW_GELU, tk_tensor_dtype(out[0]), tk_tensor_data(out[0]), tk_tensor_data(out[0]),
+                             tk_numel(out[0]));
+}
+
+TK_OP(tk_linear_gelu_op, "tk::_linear_gelu", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+      .meta = linear_meta, .cpu = linear_gelu_cpu, .cost = linear_cost)
+{
+    int64_t M, K, N;
+    int rc = linear_check(ctx, in, &M, &K, &N);
+    if (!rc)
+        rc = linear_check_out(in[0], out[0], M, N);
+    if (rc || M == 0 || N == 0)
+        return rc;
+    static const lt_extra gelu = {1, NULL}, plain = {0, NULL};
+    if ((rc = linear_cublaslt(ctx, in, out, M, K, N, &gelu)) != TK_EUNSUPPORTED)
+        return rc;
+    tk_error_clear(); /* no fused algorithm for this problem: the matmul, then tk::gelu in place */
+    if ((rc = linear_cublaslt(ctx, in, out, M, K, N, &plain)))
+        return rc;
+    return fused_fallback(ctx, "tk::gelu", out, 1, out[0]);
+}
+
+/* The residual r (in[0]) has the result's dtype and shape: [..., N] with x's leading dims. */
+static int residual_check(tk_ctx *ctx, tk_tensor *const *in)
+{
+    const tk_tensor *r = in[0], *x = in[1], *w = in[2];
+    int rank = tk_tensor_rank(x), err;
+    char sr[160], want[160];
+    if (tk_tensor_dtype(r) != tk_tensor_dtype(x))
+        return tk_error_set(TK_EINVAL, "op 'tk::_linear_add': residual is %s and x %s (they must share a dtype)",
+                            tk_dtype_name(tk_tensor_dtype(r)), tk_dtype_name(tk_tensor_dtype(x)));
+    int differ = tk_tensor_rank(r) != rank;
+    for (int i = 0; i < rank && !differ; i++) {
+        tk_sym a = tk_tensor_sym(r, i), b = i < rank - 1 ? tk_tensor_sym(x, i) : tk_tensor_sym(w, 0);
+        differ = tk_sym_is_const(a) && tk_sym_is_const(b) && a.value != b.value;
+    }
+    if (differ) {
+        format_shape(sr, sizeof sr, r);
+        format_shape(want, sizeof want, x);
+        return tk_error_set(TK_EINVAL,
+                            "op 'tk::_linear_add': residual is %s, expected x's shape %s with the last dim the "
+                            "weight's output features", sr, want);
+    }
+    for (int i = 0; i < rank; i++) {
+        tk_sym a = tk_tensor_sym(r, i), b = i < rank - 1 ? tk_tensor_sym(x, i) : tk_tensor_sym(w, 0);
+        if (tk_sym_is_const(a) && tk_sym_is_const(b))
+            continue;
+        char what[64];
+        snprintf(what, sizeof what, "residual dim %d == result dim %d", i, i);
+        if ((err = tk_require_eq(ctx, a, b, what)))
+            return err;
+    }
+    return 0;
+}
+
+static int linear_add_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    int err = linear_meta(ctx, in + 1, out);
+    return err ? err : residual_check(ctx, in);
+}
+
+static int linear_add_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int rc = residual_check(ctx, in);
+    if (!rc)
+        rc = linear_cpu(ctx, in + 1, out);
+    return rc ? rc
+              : tk_ref_binary(TK_EW_ADD, tk_tensor_dtype(out[0]), tk_tensor_data(in[0]), tk_tensor_data(out[0]),
+                              tk_tensor_data(out[0]), tk_numel(out[0]));
+}
+
+/* tk::linear's cost and the residual's read (and add) */
+static int linear_add_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    linear_cost(in + 1, out, cost);
+    double n = (double)tk_numel(in[0]);
+    cost->flops += n;
+    cost->bytes += n * (double)tk_dtype_size(tk_tensor_dtype(in[0]));
+    return 0;
+}
+
+TK_OP(tk_linear_add_op, "tk::_linear_add", "(Tensor residual, Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+      .meta = linear_add_meta, .cpu = linear_add_cpu, .cost = linear_add_cost)
+{
+    int64_t M, K, N;
+    int rc = residual_check(ctx, in);
+    if (!rc)
+        rc = linear_check(ctx, in + 1, &M, &K, &N);
+    if (!rc)
+        rc = linear_check_out(in[1], out[0], M, N);
+    if (rc || M == 0 || N == 0)
+        return rc;
+    lt_extra res = {0, in[0]};
+    static const lt_extra plain = {0, NULL};
+    if ((rc = linear_cublaslt(ctx, in + 1, out, M, K, N, &res)) != TK_EUNSUPPORTED)
+        return rc;
+    tk_error_clear(); /* no fused algorithm: the matmul, then tk::add in place */
+    if ((rc = linear_cublaslt(ctx, in + 1, out, M, K, N, &plain)))
+        return rc;
+    tk_tensor *ab[2] = {in[0], out[0]};
+    return fused_fallback(ctx, "tk::add", ab, 2, out[0]);
+}
+
+const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *next)
+{
+    if (linear != &tk__op_def_tk_linear_op || !next)
+        return NULL;
+    if (next == tk_op_find("tk::gelu"))
+        return &tk__op_def_tk_linear_gelu_op;
+    if (next == tk_op_find("tk::add"))
+        return &tk__op_def_tk_linear_add_op;
+    return NULL;
+}

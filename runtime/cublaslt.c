@@ -266,6 +266,7 @@ int tk_linear_stats_get(tk_ctx *ctx, tk_linear_stats *out)
     out->heuristics = atomic_load(&dev->counters.heuristics);
     out->checks = atomic_load(&dev->counters.checks);
     out->reuses = atomic_load(&dev->counters.reuses);
+    out->fused_fallbacks = atomic_load(&dev->counters.fused_fallbacks);
     out->adds = cs.adds;
     out->evictions = cs.evictions;
     out->entries = cs.entries;

@@ -69,10 +69,11 @@ typedef struct tk_lt_counters {
     _Atomic unsigned long long heuristics; /* cublasLtMatmulAlgoGetHeuristic queries */
     _Atomic unsigned long long checks;     /* cublasLtMatmulAlgoCheck calls */
     _Atomic unsigned long long reuses;     /* a bucket's algorithm accepted for another size */
+    _Atomic unsigned long long fused_fallbacks; /* a fused form (tk::_linear_gelu, _add) run as two ops */
 } tk_lt_counters;
 
-/* Matmul descriptors of a context: one per dtype (f32, f16, bf16) and epilogue (bias or none). */
-enum { TK_LT_NDESC = 6 };
+/* Matmul descriptors of a context: one per dtype (f32, f16, bf16), bias or none, GELU or none. */
+enum { TK_LT_NDESC = 12 };
 
 /* What one context keeps for cuBLASLt: its own, because a context is used by one thread at a
  * time and its stream orders its work. The workspace (tk::linear's matmuls run one after another
@@ -118,10 +119,11 @@ typedef struct tk_cublaslt tk_cublaslt;
  * plan_hits and plan_misses count lookups of exact shapes (a hit does no descriptor creation and
  * no heuristic query); heuristics the cublasLtMatmulAlgoGetHeuristic queries made; checks the
  * cublasLtMatmulAlgoCheck calls and reuses how many of them let a new size use the algorithm of
- * its power-of-two bucket; entries and capacity the cache's fill. TK_EDEVICE when cuBLASLt is not
- * there. */
+ * its power-of-two bucket; fused_fallbacks the calls of a fused form (tk::_linear_gelu,
+ * tk::_linear_add) for which cuBLASLt had no algorithm, run as the two ops; entries and capacity
+ * the cache's fill. TK_EDEVICE when cuBLASLt is not there. */
 typedef struct tk_linear_stats {
-    unsigned long long plan_hits, plan_misses, heuristics, checks, reuses, adds, evictions;
+    unsigned long long plan_hits, plan_misses, heuristics, checks, reuses, fused_fallbacks, adds, evictions;
     size_t entries, capacity;
 } tk_linear_stats;
 int tk_linear_stats_get(tk_ctx *ctx, tk_linear_stats *out);

@@ -82,6 +82,7 @@ static void load(void)
     SYM(StreamCreate, "cuStreamCreate", 1)
     SYM(StreamDestroy, "cuStreamDestroy_v2", 1)
     SYM(StreamSynchronize, "cuStreamSynchronize", 1)
+    SYM(StreamQuery, "cuStreamQuery", 1)
     SYM(DeviceGetName, "cuDeviceGetName", 1)
     SYM(EventCreate, "cuEventCreate", 1)
     SYM(EventRecord, "cuEventRecord", 1)
@@ -305,13 +306,32 @@ done:
     return rc;
 }
 
+/* TK_SYNC=poll: tk_ctx_sync polls cuStreamQuery instead of cuStreamSynchronize (a measurement
+ * of where threads wait: bench/serving/README.md). */
+static int sync_polls(void)
+{
+    static int polls = -1;
+    if (polls < 0) {
+        const char *e = getenv("TK_SYNC");
+        polls = e && !strcmp(e, "poll");
+    }
+    return polls;
+}
+
 int tk_cuda_sync(tk_ctx *ctx)
 {
     tk_cu_device *d;
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
-    TK_CU_CHECK(cuStreamSynchronize(ctx->cuda->stream));
+    if (sync_polls()) {
+        CUresult r;
+        while ((r = cuStreamQuery(ctx->cuda->stream)) == CUDA_ERROR_NOT_READY)
+            ;
+        TK_CU_CHECK(r);
+    } else {
+        TK_CU_CHECK(cuStreamSynchronize(ctx->cuda->stream));
+    }
 done:
     return rc;
 }

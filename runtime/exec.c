@@ -48,13 +48,17 @@ typedef struct xvalue {
     int sym[TK_MAX_DIMS]; /* the symbol's index when the dim is a bare symbol, else -1 */
     int first, last;
     int output;           /* the program output it is (first occurrence), or -1 */
+    int fused_away;       /* made and read only inside a fused node: never stored */
 } xvalue;
 
 typedef struct xnode {
     const tk_pm_node *pm;
     tk_resolved_op op;    /* resolved once, when the program is prepared */
+    int nin;              /* pm->nin, or the fused op's count */
     int in[MAX_NODE_IO];  /* value indices, -1 for an optional input left out */
     int out[MAX_NODE_IO];
+    int absorbed;         /* run inside the node before it (fuse_nodes): skipped */
+    const char *label;    /* the op name profiles show */
 } xnode;
 
 /* A guard of program.json: lhs == rhs, or lo <= lhs <= hi. */
@@ -90,6 +94,8 @@ struct tk_exec_program {
     const tk_safetensors_entry **pentries;
     pthread_mutex_t lock; /* guards weights */
     devweights *weights;
+    size_t nfused;
+    char *labels;         /* the absorbed nodes' labels, one allocation */
 };
 
 /* --- preparing a program -------------------------------------------------------------------- */
@@ -174,6 +180,8 @@ static int link_nodes(tk_exec_program *p)
         const tk_pm_node *pn = &m->nodes[n];
         xnode *x = &p->nodes[n];
         x->pm = pn;
+        x->nin = pn->nin;
+        x->label = pn->op;
         if (pn->nin > MAX_NODE_IO || pn->nout > MAX_NODE_IO)
             return tk_error_set(TK_EINVAL, "%s: node %zu (op '%s') has more than %d inputs or outputs", p->origin, n,
                                 pn->op, MAX_NODE_IO);
@@ -202,6 +210,88 @@ static int link_nodes(tk_exec_program *p)
         p->outputs[i] = v;
         if (p->values[v].output < 0)
             p->values[v].output = (int)i;
+    }
+    return 0;
+}
+
+/* --- fusion ------------------------------------------------------------------------------------
+ * A tk::linear whose result only the next node reads, through tk::gelu or tk::add with a tensor of
+ * the result's shape, runs as one fused built-in (tk_linear_fused_def): the linear's node takes
+ * the pair's inputs and the second node's output, the second node is skipped, and the result in
+ * between is never stored. Only adjacent pairs: the fused node then writes its output one node
+ * early, when no other node runs in between. TK_FUSION=0 turns it off (comparisons). */
+
+static int same_shape(const xvalue *a, const xvalue *b)
+{
+    if (a->pm->dtype != b->pm->dtype || a->pm->rank != b->pm->rank)
+        return 0;
+    for (int d = 0; d < a->pm->rank; d++) {
+        const tk_pm_dim *x = &a->pm->dims[d], *y = &b->pm->dims[d];
+        if ((x->expr == NULL) != (y->expr == NULL) || (x->expr ? strcmp(x->expr, y->expr) : x->value != y->value))
+            return 0;
+    }
+    return 1;
+}
+
+/* How many times the nodes read value v. */
+static int readers(const tk_exec_program *p, int v)
+{
+    int n = 0;
+    for (size_t k = 0; k < p->m->nnodes; k++)
+        for (int i = 0; i < p->nodes[k].nin; i++)
+            n += p->nodes[k].in[i] == v;
+    return n;
+}
+
+static int fuse_nodes(tk_exec_program *p)
+{
+    const char *off = getenv("TK_FUSION");
+    size_t nn = p->m->nnodes, cap = 0, used = 0;
+    if (off && !strcmp(off, "0"))
+        return 0;
+    for (size_t n = 0; n + 1 < nn; n++) {
+        xnode *a = &p->nodes[n], *b = &p->nodes[n + 1];
+        const tk_op_def *fused = tk_linear_fused_def(a->op.def, b->op.def);
+        if (!fused || a->absorbed || a->pm->nout != 1 || b->pm->nout != 1 || a->nin + 1 > MAX_NODE_IO)
+            continue;
+        int h = a->out[0], r = -1;
+        if (p->values[h].output >= 0 || readers(p, h) != 1)
+            continue;
+        if (b->nin == 2) { /* tk::add: h and a residual of h's shape */
+            r = b->in[0] == h ? b->in[1] : b->in[0];
+            if (r < 0 || r == h || !same_shape(&p->values[r], &p->values[h]))
+                continue;
+        } else if (b->nin != 1 || b->in[0] != h) {
+            continue;
+        }
+        tk_resolved_op op;
+        if (tk_op_resolve(&op, NULL, fused->name)) {
+            tk_error_clear();
+            continue;
+        }
+        a->op = op;
+        if (r >= 0) {
+            memmove(a->in + 1, a->in, sizeof(int) * (size_t)a->nin);
+            a->in[0] = r;
+            a->nin++;
+        }
+        a->out[0] = b->out[0];
+        a->label = fused->name;
+        p->values[b->out[0]].first = (int)n;
+        p->values[h].fused_away = 1;
+        b->absorbed = 1;
+        cap += strlen(b->pm->op) + 48;
+        p->nfused++;
+    }
+    /* the skipped nodes' profile labels: "tk::gelu (fused into node 2)" */
+    if (!p->nfused || !(p->labels = malloc(cap)))
+        return p->nfused ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
+    for (size_t n = 1; n < nn; n++) {
+        xnode *b = &p->nodes[n];
+        if (!b->absorbed)
+            continue;
+        b->label = p->labels + used;
+        used += (size_t)snprintf(p->labels + used, cap - used, "%s (fused into node %zu)", b->pm->op, n - 1) + 1;
     }
     return 0;
 }
@@ -281,7 +371,7 @@ static int prepare(tk_exec_program *p, const void *weights, size_t len)
     for (size_t i = 0; i < m->nguards; i++, p->nguards++)
         if ((rc = parse_guard(p, &p->guards[i], m->guards[i], vars)))
             return rc;
-    if ((rc = link_nodes(p)))
+    if ((rc = link_nodes(p)) || (rc = fuse_nodes(p)))
         return rc;
     snprintf(stname, sizeof stname, "%s:weights.safetensors", p->origin);
     if (m->nparams && !weights)
@@ -338,6 +428,7 @@ void tk_exec_program_free(tk_exec_program *p)
     free(p->symnames);
     free(p->values);
     free(p->nodes);
+    free(p->labels);
     free(p->outputs);
     free(p->guards);
     free(p->pentries);
@@ -679,6 +770,7 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
     st->arena_bytes = s->arena_size;
     st->arena_grows = s->arena_grows;
     st->last_mode = s->last_mode;
+    st->fused = s->p->nfused;
     /* the capture thread adds plans and graphs */
     pthread_mutex_lock((pthread_mutex_t *)&s->lock);
     st->plans = s->nplans;
@@ -885,7 +977,7 @@ static int check_expressions(const tk_session *s, tk_tensor *const *in, binding 
 
 static int in_arena(const tk_session *s, const xvalue *v)
 {
-    if (v->kind == V_PARAM)
+    if (v->kind == V_PARAM || v->fused_away)
         return 0;
     if (v->kind == V_INPUT)
         return s->staged;
@@ -1162,7 +1254,12 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
     for (size_t n = 0; n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
         double t0 = 0;
-        for (int i = 0; i < x->pm->nin; i++)
+        if (x->absorbed) { /* ran inside the node before */
+            if (prof)
+                prof[n] = (tk_node_profile){.op = x->label};
+            continue;
+        }
+        for (int i = 0; i < x->nin; i++)
             in[i] = x->in[i] < 0 ? NULL : t[x->in[i]];
         for (int o = 0; o < x->pm->nout; o++)
             out[o] = t[x->out[o]];
@@ -1170,13 +1267,13 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
             return rc;
         if (prof)
             t0 = now_us();
-        if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, in, x->pm->nin, out, x->pm->nout)))
+        if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, in, x->nin, out, x->pm->nout)))
             return rc;
         double host = prof ? now_us() - t0 : 0;
         if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n + 1])))
             return rc;
         if (prof) {
-            prof[n].op = x->pm->op;
+            prof[n].op = x->label;
             /* the host's time dispatching the node; on a GPU the kernels' time comes from events */
             prof[n].host_us = host;
             prof[n].time_us = gpu ? 0 : host;
@@ -1184,7 +1281,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
         }
     }
     for (size_t n = 0; prof && gpu && n < p->m->nnodes; n++)
-        if ((rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
+        if (!p->nodes[n].absorbed && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
             return rc;
     return 0;
 }
@@ -1267,7 +1364,9 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
     }
     for (size_t v = 0; v < p->nvalues; v++) {
         const xvalue *x = &p->values[v];
-        if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
+        if (x->fused_away) {
+            t[v] = NULL;
+        } else if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
             void *at = ptrs[x->kind == V_INPUT ? (size_t)x->index : p->m->ninputs + (size_t)x->output];
             tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);
             t[v] = &views[v];

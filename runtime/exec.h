@@ -52,6 +52,7 @@ typedef struct tk_exec_stats {
     int last_direct;        /* the last run replayed a direct graph */
     size_t captures;        /* staged graphs */
     size_t direct_captures; /* direct graphs */
+    size_t fused;           /* node pairs the program runs as one (tk::linear + tk::gelu or tk::add) */
 } tk_exec_stats;
 void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
 

@@ -227,4 +227,10 @@ int tk_op_resolve(tk_resolved_op *out, tk_registry *scope, const char *name);
 int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
                        int nin, tk_tensor **out, int nout);
 
+/* The built-in that runs tk::linear (`linear`) and the op after it (`next`, tk::gelu of its
+ * result or tk::add of it and a tensor of its shape) as one (kernels/linear.c): tk::_linear_gelu
+ * (x, weight, bias?) or tk::_linear_add (residual, x, weight, bias?); NULL when they do not fuse.
+ * Both defs must be the process's built-ins. */
+const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *next);
+
 #endif

@@ -390,6 +390,93 @@ static void gpu__linear_with_unaligned_tensors_matches_the_reference(void **stat
         check_linear(*state, DTYPES[d], 2, xshape, 40, 1);
 }
 
+/* --- the fused forms ---------------------------------------------------------------------------
+ * tk::_linear_gelu and tk::_linear_add (what the executor runs for linear + gelu and linear + add):
+ * one cuBLASLt matmul with the GELU epilogue, or with the residual as C, against the exact value
+ * in double; the CPU fallback (the two ops, rounded in between) against the same. The bound is
+ * tk::linear's (assert_linear_close) through GELU (slope at most 1.13) or with the residual's own
+ * rounding, plus one 16-bit rounding of the intermediate on the CPU side. */
+
+static double gelu_exact(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
+
+static void check_fused(fixture *f, int gelu, tk_dtype dtype, int64_t M, int64_t K, int64_t N, int with_bias)
+{
+    const int64_t xs[2] = {M, K}, ws[2] = {N, K}, ys[2] = {M, N};
+    tk_tensor *x = host(dtype, 2, xs), *w = host(dtype, 2, ws), *b = with_bias ? host(dtype, 1, &N) : NULL;
+    tk_tensor *r = gelu ? NULL : host(dtype, 2, ys);
+    fill(x, -1.0f, 1.0f);
+    fill(w, -1.0f, 1.0f);
+    if (b)
+        fill(b, -1.0f, 1.0f);
+    if (r)
+        fill(r, -2.0f, 2.0f);
+    tk_tensor *hin[4] = {r, x, w, b}, **args = gelu ? hin + 1 : hin;
+    int nin = gelu ? 3 : 4;
+    const char *op = gelu ? "tk::_linear_gelu" : "tk::_linear_add";
+    tk_tensor *din[4] = {NULL}, *dout[1] = {poisoned(f, dtype, 2, ys)}, *cout[1] = {NULL};
+    for (int i = 0; i < nin; i++)
+        din[i] = args[i] ? upload(f, args[i]) : NULL;
+    tk_assert_ok(tk_op_run(f->gpu, op, din, nin, dout, 1));
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_assert_ok(tk_op_run(f->cpu, op, args, nin, cout, 1));
+    tk_tensor *got = download(f, dout[0]);
+    const double u = ldexp(1.0, -24), rtol = rtol_of(dtype);
+    double max_err = 0.0;
+    for (int64_t m = 0; m < M; m++) {
+        for (int64_t n = 0; n < N; n++) {
+            double h = b ? value_at(b, n) : 0.0, s = b ? fabs(h) : 0.0;
+            for (int64_t k = 0; k < K; k++) {
+                double p = value_at(x, m * K + k) * value_at(w, n * K + k);
+                h += p;
+                s += fabs(p);
+            }
+            double want = gelu ? gelu_exact(h) : h + value_at(r, m * N + n);
+            double tol = 1.2 * (2.0 * (double)K * u * s + 2.0 * rtol * fabs(h)) + rtol * fabs(want) + atol_of(dtype);
+            double g = value_at(got, m * N + n), c = value_at(cout[0], m * N + n);
+            if (!(fabs(g - want) <= tol) || !(fabs(c - want) <= tol))
+                fail_msg("%s %s M=%lld K=%lld N=%lld%s: y[%lld, %lld] is %.9g on the GPU and %.9g on the CPU, "
+                         "exactly %.9g (bound %.3g)", op, tk_dtype_name(dtype), (long long)M, (long long)K,
+                         (long long)N, b ? "" : " (no bias)", (long long)m, (long long)n, g, c, want, tol);
+            if (fabs(g - want) > max_err)
+                max_err = fabs(g - want);
+        }
+    }
+    print_message("%s %s M=%lld K=%lld N=%lld%s: max abs error %.3g\n", op, tk_dtype_name(dtype), (long long)M,
+                  (long long)K, (long long)N, b ? "" : " (no bias)", max_err);
+    tk_tensor_free(got);
+    tk_tensor_free(cout[0]);
+    tk_tensor_free(dout[0]);
+    for (int i = 0; i < 4; i++) {
+        tk_tensor_free(din[i]);
+        tk_tensor_free(hin[i]);
+    }
+}
+
+static void gpu__fused_linear_forms_match_the_exact_values(void **state)
+{
+    fixture *f = *state;
+    static const int64_t shapes[][3] = {{1, 1, 1}, {7, 100, 33}, {128, 128, 512}, {257, 512, 128}, {4096, 128, 512}};
+    tk_linear_stats before, after;
+    tk_assert_ok(tk_linear_stats_get(f->gpu, &before));
+    for (int gelu = 0; gelu < 2; gelu++)
+        for (size_t d = 0; d < 3; d++)
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+                for (int bias = 0; bias < 2; bias++)
+                    check_fused(f, gelu, DTYPES[d], shapes[s][0], shapes[s][1], shapes[s][2], bias);
+    tk_assert_ok(tk_linear_stats_get(f->gpu, &after));
+    /* how many ran as two ops (no fused algorithm): reported; bf16 and f16 must have one */
+    print_message("fused forms: %llu of %zu calls fell back to two ops\n",
+                  after.fused_fallbacks - before.fused_fallbacks, (size_t)2 * 3 * 5 * 2);
+    tk_assert_ok(tk_linear_stats_get(f->gpu, &before));
+    for (int gelu = 0; gelu < 2; gelu++)
+        for (int bias = 0; bias < 2; bias++) {
+            check_fused(f, gelu, TK_BF16, 4096, 128, 512, bias);
+            check_fused(f, gelu, TK_F16, 96, 512, 128, bias);
+        }
+    tk_assert_ok(tk_linear_stats_get(f->gpu, &after));
+    assert_int_equal(after.fused_fallbacks, before.fused_fallbacks);
+}
+
 /* --- tk::linear's plan cache -------------------------------------------------------------- */
 
 static tk_linear_stats stats_of(fixture *f)
@@ -551,6 +638,7 @@ int main(void)
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),
         GPU_TEST(gpu__linear_matches_the_reference),
         GPU_TEST(gpu__linear_without_bias_matches_the_reference),
+        GPU_TEST(gpu__fused_linear_forms_match_the_exact_values),
         GPU_TEST(gpu__linear_flattens_leading_dimensions),
         GPU_TEST(gpu__linear_with_unaligned_tensors_matches_the_reference),
         GPU_TEST(gpu__linear_over_a_stream_of_sizes_matches_and_caches_plans),

@@ -14,7 +14,9 @@
 
 #include "tk_test.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <sys/stat.h>
@@ -369,6 +371,168 @@ static void exec__profiles_time_each_node(void **state)
     tk_tensor_free(x);
     tk_session_free(s);
     fixture_release(&fx);
+}
+
+/* --- fusion -------------------------------------------------------------------------------------
+ * test::fuse, x [batch, 4]:
+ *   n0 h = linear(x, W1, b1)    n1 g = gelu(h)      -> one tk::_linear_gelu
+ *   n2 m = linear(g, W2)        n3 y = add(x, m)    -> one tk::_linear_add (x the residual)
+ *   n4 z = linear(y, W1, b1)    n5 q = gelu(z)      -> not fused: z is an output too
+ * W1 [3, 4], b1 [3], W2 [4, 3]. Values: x 0, W1 1, b1 2, W2 3, h 4, g 5, m 6, y 7, z 8, q 9. */
+static float fz_w1[12], fz_b1[3], fz_w2[12];
+
+static tk_program_model *fuse_model(void)
+{
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::fuse"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, 4);
+    tp_set(m, tk_pm_add_param(m), 1, "w1", 2, NULL, 3, 4);
+    tp_set(m, tk_pm_add_param(m), 2, "b1", 1, NULL, 3, 0);
+    tp_set(m, tk_pm_add_param(m), 3, "w2", 2, NULL, 4, 3);
+    static const struct {
+        const char *op;
+        int nin, in[3], out, width;
+    } nodes[] = {{"tk::linear", 3, {0, 1, 2}, 4, 3}, {"tk::gelu", 1, {4}, 5, 3},   {"tk::linear", 3, {5, 3, -1}, 6, 4},
+                 {"tk::add", 2, {0, 6}, 7, 4},       {"tk::linear", 3, {7, 1, 2}, 8, 3}, {"tk::gelu", 1, {8}, 9, 3}};
+    for (int i = 0; i < 6; i++) {
+        tk_pm_node *n = tk_pm_add_node(m, nodes[i].op, nodes[i].nin, 1, "fuse.c", 10 + i);
+        for (int k = 0; k < nodes[i].nin; k++)
+            n->inputs[k] = nodes[i].in[k];
+        tp_set(m, &n->outputs[0], nodes[i].out, NULL, 2, "batch", 0, nodes[i].width);
+    }
+    tp_set(m, tk_pm_add_output(m), 9, NULL, 2, "batch", 0, 3);
+    tp_set(m, tk_pm_add_output(m), 8, NULL, 2, "batch", 0, 3);
+    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::gelu", "(Tensor x) -> Tensor", 1);
+    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", 1);
+    tk_pm_sort(m);
+    return m;
+}
+
+static void *fuse_weights(size_t *len)
+{
+    for (int i = 0; i < 12; i++) {
+        fz_w1[i] = 0.3f * (float)(i % 5) - 0.6f;
+        fz_w2[i] = 0.2f * (float)(i % 7) - 0.5f;
+    }
+    for (int i = 0; i < 3; i++)
+        fz_b1[i] = 0.25f * (float)i - 0.2f;
+    const int64_t w1s[] = {3, 4}, b1s[] = {3}, w2s[] = {4, 3};
+    tk_tensor *ts[] = {tp_f32(2, w1s, fz_w1), tp_f32(1, b1s, fz_b1), tp_f32(2, w2s, fz_w2)};
+    const char *names[] = {"w1", "b1", "w2"};
+    void *img = NULL;
+    tk_assert_ok(tk_safetensors_write_mem(&img, len, 3, names, ts));
+    for (int i = 0; i < 3; i++)
+        tk_tensor_free(ts[i]);
+    return img;
+}
+
+static double fz_gelu(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
+
+/* q and z of test::fuse for row r of x, in double. */
+static void fuse_reference(const float *x, double *q, double *z)
+{
+    double g[3], y[4];
+    for (int o = 0; o < 3; o++) {
+        double h = fz_b1[o];
+        for (int k = 0; k < 4; k++)
+            h += (double)x[k] * fz_w1[o * 4 + k];
+        g[o] = fz_gelu(h);
+    }
+    for (int o = 0; o < 4; o++) {
+        double mm = 0;
+        for (int k = 0; k < 3; k++)
+            mm += g[k] * fz_w2[o * 3 + k];
+        y[o] = x[o] + mm;
+    }
+    for (int o = 0; o < 3; o++) {
+        z[o] = fz_b1[o];
+        for (int k = 0; k < 4; k++)
+            z[o] += y[k] * fz_w1[o * 4 + k];
+        q[o] = fz_gelu(z[o]);
+    }
+}
+
+/* The runs of test::fuse on batches 1..40 (a profiled run last), outputs appended to qz. */
+static void fuse_run(int fusion, float *qz, tk_exec_stats *st, const char **labels)
+{
+    void *w;
+    size_t wlen;
+    tk_exec_program *p;
+    tk_session *s;
+    tk_program_model *m = fuse_model();
+    w = fuse_weights(&wlen);
+    if (!fusion)
+        setenv("TK_FUSION", "0", 1);
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'fuse'", NULL));
+    unsetenv("TK_FUSION");
+    tk_assert_ok(tk_exec_session_new(&s, p, CPU, NULL));
+    for (int64_t batch = 1; batch <= 40; batch += 13) {
+        if (batch > 30)
+            tk_assert_ok(tk_session_set_profiling(s, 1));
+        tk_tensor *x = tp_input(batch, (int)batch), *out[2] = {NULL, NULL};
+        tk_assert_ok(tk_session_run(s, &x, 1, out, 2));
+        const float *xp = tk_tensor_data(x), *qp = tk_tensor_data(out[0]), *zp = tk_tensor_data(out[1]);
+        for (int64_t r = 0; r < batch; r++) {
+            double q[3], z[3];
+            fuse_reference(xp + r * 4, q, z);
+            for (int o = 0; o < 3; o++) {
+                if (fabs(qp[r * 3 + o] - q[o]) > 1e-5 || fabs(zp[r * 3 + o] - z[o]) > 1e-5)
+                    fail_msg("fusion %d batch %lld row %lld col %d: q %g z %g, expected %g %g", fusion,
+                             (long long)batch, (long long)r, o, qp[r * 3 + o], zp[r * 3 + o], q[o], z[o]);
+                *qz++ = qp[r * 3 + o];
+                *qz++ = zp[r * 3 + o];
+            }
+        }
+        tk_tensor_free(out[0]);
+        tk_tensor_free(out[1]);
+        tk_tensor_free(x);
+    }
+    tk_exec_session_stats(s, st);
+    const tk_node_profile *prof;
+    assert_int_equal(tk_session_profile(s, &prof), 6);
+    for (int i = 0; i < 6; i++) {
+        labels[i] = strdup(prof[i].op);
+        /* a fused node costs its pair's flops; the skipped one nothing */
+        if (fusion && (i == 1 || i == 3))
+            assert_true(prof[i].flops == 0 && prof[i].bytes == 0 && prof[i].time_us == 0);
+        else
+            assert_true(prof[i].bytes > 0);
+    }
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    free(w);
+    tk_program_model_free(m);
+}
+
+/* linear + gelu and linear + add of the result and a tensor of its shape run as one node each;
+ * a linear whose result is an output is left alone; the results are those of the unfused
+ * program, bit for bit on the CPU, and of a reference in double; the fused-away results take no
+ * arena memory; TK_FUSION=0 turns it off. */
+static void exec__linear_and_its_elementwise_consumer_run_fused(void **state)
+{
+    (void)state;
+    static float a[2 * 3 * (1 + 14 + 27 + 40)], b[sizeof a / sizeof *a];
+    tk_exec_stats fused, plain;
+    const char *la[6], *lb[6];
+    fuse_run(1, a, &fused, la);
+    fuse_run(0, b, &plain, lb);
+    assert_memory_equal(a, b, sizeof a);
+    assert_int_equal(fused.fused, 2);
+    assert_int_equal(plain.fused, 0);
+    assert_true(fused.arena_bytes < plain.arena_bytes);
+    static const char *const want_fused[6] = {"tk::_linear_gelu", "tk::gelu (fused into node 0)",
+                                              "tk::_linear_add",  "tk::add (fused into node 2)",
+                                              "tk::linear",       "tk::gelu"};
+    static const char *const want_plain[6] = {"tk::linear", "tk::gelu", "tk::linear", "tk::add", "tk::linear",
+                                              "tk::gelu"};
+    for (int i = 0; i < 6; i++) {
+        assert_string_equal(la[i], want_fused[i]);
+        assert_string_equal(lb[i], want_plain[i]);
+        free((void *)la[i]);
+        free((void *)lb[i]);
+    }
 }
 
 static void exec__bad_programs_are_refused(void **state)
@@ -1237,6 +1401,7 @@ int main(void)
         cmocka_unit_test(exec__guards_are_checked),
         cmocka_unit_test(exec__caller_outputs_are_written_in_place_and_checked),
         cmocka_unit_test(exec__profiles_time_each_node),
+        cmocka_unit_test(exec__linear_and_its_elementwise_consumer_run_fused),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),

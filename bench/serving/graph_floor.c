@@ -1,0 +1,212 @@
+/* graph_floor: what the CUDA driver alone allows a call of a small package to cost, and how far it
+ * scales over threads, with no tkexport code in the loop. Each thread has its own stream and its
+ * own instantiated graph of `--kernels` empty kernels (a chain, as a package's nodes are) and does
+ * what a session's call does at a fixed shape: cuGraphLaunch, then wait (cuStreamSynchronize, or
+ * polling cuStreamQuery with --poll). The threads start together; calls/s is every thread's calls
+ * over the wall time to the last thread's end (bench_serving's definition), so the two tables
+ * compare line by line. Driver API through dlopen, the kernel as PTX (the driver compiles it):
+ * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
+ *
+ *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--poll] [--json F] */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
+                          ".visible .entry tk_floor_empty(.param .u64 p)\n{\n\tret;\n}\n";
+
+#define API(X)                                                                                          \
+    X(cuInit, (unsigned))                                                                               \
+    X(cuDeviceGet, (CUdevice *, int))                                                                   \
+    X(cuDevicePrimaryCtxRetain, (CUcontext *, CUdevice))                                               \
+    X(cuCtxSetCurrent, (CUcontext))                                                                     \
+    X(cuModuleLoadData, (CUmodule *, const void *))                                                    \
+    X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                     \
+    X(cuStreamCreate, (CUstream *, unsigned))                                                           \
+    X(cuStreamBeginCapture, (CUstream, CUstreamCaptureMode))                                           \
+    X(cuStreamEndCapture, (CUstream, CUgraph *))                                                        \
+    X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                       \
+    X(cuGraphUpload, (CUgraphExec, CUstream))                                                           \
+    X(cuGraphLaunch, (CUgraphExec, CUstream))                                                           \
+    X(cuStreamSynchronize, (CUstream))                                                                  \
+    X(cuStreamQuery, (CUstream))                                                                        \
+    X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
+                       CUstream, void **, void **))
+
+#define DECLARE(name, args) static CUresult(*p_##name) args;
+API(DECLARE)
+
+static CUcontext g_ctx;
+static CUfunction g_fn;
+static int g_calls = 20000, g_warmup = 2000, g_kernels = 3, g_poll;
+
+#define CK(call)                                                                                  \
+    do {                                                                                          \
+        CUresult r__ = (call);                                                                    \
+        if (r__ != CUDA_SUCCESS) {                                                                \
+            fprintf(stderr, "graph_floor: %s failed (%d)\n", #call, (int)r__);                     \
+            exit(1);                                                                              \
+        }                                                                                         \
+    } while (0)
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct worker {
+    pthread_t th;
+    pthread_barrier_t *start;
+    double t0, t1;
+} worker;
+
+static void wait_stream(CUstream s)
+{
+    if (!g_poll) {
+        CK(p_cuStreamSynchronize(s));
+        return;
+    }
+    CUresult r;
+    while ((r = p_cuStreamQuery(s)) == CUDA_ERROR_NOT_READY)
+        ;
+    CK(r);
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    CUstream s;
+    CUgraph g;
+    CUgraphExec ge;
+    CK(p_cuCtxSetCurrent(g_ctx));
+    CK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    unsigned long long dummy = 0;
+    void *params[] = {&dummy};
+    CK(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    for (int k = 0; k < g_kernels; k++)
+        CK(p_cuLaunchKernel(g_fn, 1, 1, 1, 128, 1, 1, 0, s, params, NULL));
+    CK(p_cuStreamEndCapture(s, &g));
+    CK(p_cuGraphInstantiateWithFlags(&ge, g, 0));
+    CK(p_cuGraphUpload(ge, s));
+    for (int i = 0; i < g_warmup; i++) {
+        CK(p_cuGraphLaunch(ge, s));
+        wait_stream(s);
+    }
+    pthread_barrier_wait(w->start);
+    w->t0 = now_s();
+    for (int i = 0; i < g_calls; i++) {
+        CK(p_cuGraphLaunch(ge, s));
+        wait_stream(s);
+    }
+    w->t1 = now_s();
+    return NULL;
+}
+
+/* calls/s of n threads */
+static double run(int n)
+{
+    worker w[64];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++) {
+        w[i].start = &start;
+        if (pthread_create(&w[i].th, NULL, work, &w[i]))
+            exit(1);
+    }
+    double t0 = 1e30, t1 = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(w[i].th, NULL);
+        t0 = w[i].t0 < t0 ? w[i].t0 : t0;
+        t1 = w[i].t1 > t1 ? w[i].t1 : t1;
+    }
+    pthread_barrier_destroy(&start);
+    return (double)n * g_calls / (t1 - t0);
+}
+
+int main(int argc, char **argv)
+{
+    const char *threads = "1,2,4,8,16", *json = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--threads") && i + 1 < argc)
+            threads = argv[++i];
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+            g_calls = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
+            g_warmup = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
+            g_kernels = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--poll"))
+            g_poll = 1;
+        else if (!strcmp(argv[i], "--json") && i + 1 < argc)
+            json = argv[++i];
+        else {
+            int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
+            fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
+                    "[--kernels K] [--poll] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
+            return help ? 0 : 2;
+        }
+    }
+    if (g_calls < 1 || g_kernels < 1 || g_kernels > 64 || g_warmup < 0) {
+        fprintf(stderr, "graph_floor: --calls and --kernels (at most 64) must be at least 1\n");
+        return 2;
+    }
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        printf("skipped: no CUDA driver (%s)\n", dlerror());
+        return 77;
+    }
+#define LOAD(name, args)                                                                          \
+    if (!(*(void **)&p_##name = dlsym(lib, #name))) {                                             \
+        fprintf(stderr, "graph_floor: the driver has no %s\n", #name);                            \
+        return 1;                                                                                 \
+    }
+    API(LOAD)
+    CUdevice dev;
+    CUmodule mod;
+    CK(p_cuInit(0));
+    CK(p_cuDeviceGet(&dev, 0));
+    CK(p_cuDevicePrimaryCtxRetain(&g_ctx, dev));
+    CK(p_cuCtxSetCurrent(g_ctx));
+    CK(p_cuModuleLoadData(&mod, ptx));
+    CK(p_cuModuleGetFunction(&g_fn, mod, "tk_floor_empty"));
+    FILE *jf = json ? fopen(json, "w") : NULL;
+    if (json && !jf) {
+        fprintf(stderr, "graph_floor: cannot write '%s'\n", json);
+        return 1;
+    }
+    printf("graph of %d empty kernels, launch + %s, %d calls per thread\n", g_kernels,
+           g_poll ? "cuStreamQuery polling" : "cuStreamSynchronize", g_calls);
+    printf("threads  calls/s    us/call/thread  x one thread\n");
+    if (jf)
+        fprintf(jf, "{\"kernels\": %d, \"poll\": %d, \"calls\": %d, \"rows\": [", g_kernels, g_poll, g_calls);
+    double one = 0;
+    int first = 1;
+    for (const char *p = threads; *p;) {
+        char *end;
+        long n = strtol(p, &end, 10);
+        if (end == p || n < 1 || n > 64) {
+            fprintf(stderr, "graph_floor: --threads takes numbers 1..64 separated by commas, not '%s'\n", threads);
+            return 2;
+        }
+        double cps = run((int)n);
+        if (one == 0)
+            one = cps / (double)n;
+        printf("%7ld  %9.0f  %14.2f  %12.2f\n", n, cps, 1e6 * (double)n / cps, cps / one);
+        if (jf)
+            fprintf(jf, "%s{\"threads\": %ld, \"calls_per_s\": %.0f}", first ? "" : ", ", n, cps);
+        first = 0;
+        p = *end == ',' ? end + 1 : end;
+    }
+    if (jf) {
+        fprintf(jf, "]}\n");
+        fclose(jf);
+    }
+    return 0;
+}
