@@ -483,8 +483,9 @@ static int profile(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
         snprintf(host, sizeof host, "%.2f", host_total);
     printf("  %-4s %-28s %10.2f %7.1f%% %10s\n", "", "total", total, total > 0 ? 100.0 : 0.0, host);
     if (gpu_dev)
-        printf("  (gpu us: the node's work on the stream, between events; host us: the wall time the host spent "
-               "dispatching it%s)\n", have_host ? "" : ", not reported by this libtkrt");
+        printf("  (gpu us: the node's kernels, between events around it in a CUDA graph replayed back to back; "
+               "host us: the wall time the host spent dispatching it eagerly%s)\n",
+               have_host ? "" : ", not reported by this libtkrt");
     else
         printf("  (time us: the node's wall time; host us: the same, measured around its dispatch%s)\n",
                have_host ? "" : ", not reported by this libtkrt");

@@ -82,10 +82,10 @@ static void load(void)
     SYM(StreamCreate, "cuStreamCreate", 1)
     SYM(StreamDestroy, "cuStreamDestroy_v2", 1)
     SYM(StreamSynchronize, "cuStreamSynchronize", 1)
-    SYM(StreamQuery, "cuStreamQuery", 1)
     SYM(DeviceGetName, "cuDeviceGetName", 1)
     SYM(EventCreate, "cuEventCreate", 1)
     SYM(EventRecord, "cuEventRecord", 1)
+    SYM(EventRecordWithFlags, "cuEventRecordWithFlags", 0)
     SYM(EventSynchronize, "cuEventSynchronize", 1)
     SYM(EventElapsedTime, "cuEventElapsedTime_v2", 1)
     SYM(EventDestroy, "cuEventDestroy_v2", 1)
@@ -306,32 +306,13 @@ done:
     return rc;
 }
 
-/* TK_SYNC=poll: tk_ctx_sync polls cuStreamQuery instead of cuStreamSynchronize (a measurement
- * of where threads wait: bench/serving/README.md). */
-static int sync_polls(void)
-{
-    static int polls = -1;
-    if (polls < 0) {
-        const char *e = getenv("TK_SYNC");
-        polls = e && !strcmp(e, "poll");
-    }
-    return polls;
-}
-
 int tk_cuda_sync(tk_ctx *ctx)
 {
     tk_cu_device *d;
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
-    if (sync_polls()) {
-        CUresult r;
-        while ((r = cuStreamQuery(ctx->cuda->stream)) == CUDA_ERROR_NOT_READY)
-            ;
-        TK_CU_CHECK(r);
-    } else {
-        TK_CU_CHECK(cuStreamSynchronize(ctx->cuda->stream));
-    }
+    TK_CU_CHECK(cuStreamSynchronize(ctx->cuda->stream));
 done:
     return rc;
 }
@@ -501,7 +482,16 @@ int tk_cuda_event_record(tk_ctx *ctx, void *ev)
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
-    TK_CU_CHECK(cuEventRecord((CUevent)ev, ctx->cuda->stream));
+    if (ctx->cuda->capturing) {
+        /* captured: an event-record node of the graph (external: it records when replayed, for
+           timing), not a dependency between captured streams */
+        if (!tk_cu.EventRecordWithFlags)
+            return tk_error_set(TK_EUNSUPPORTED, "the CUDA driver has no cuEventRecordWithFlags: events are not "
+                                                 "recorded inside CUDA graphs");
+        TK_CU_CHECK(tk_cu.EventRecordWithFlags((CUevent)ev, ctx->cuda->stream, CU_EVENT_RECORD_EXTERNAL));
+    } else {
+        TK_CU_CHECK(cuEventRecord((CUevent)ev, ctx->cuda->stream));
+    }
 done:
     return rc;
 }

@@ -30,7 +30,6 @@ typedef struct tk_cu_api {
     PFN_cuStreamCreate_v2000 StreamCreate;
     PFN_cuStreamDestroy_v4000 StreamDestroy;
     PFN_cuStreamSynchronize_v2000 StreamSynchronize;
-    PFN_cuStreamQuery_v2000 StreamQuery;
     PFN_cuMemAlloc_v3020 MemAlloc;
     PFN_cuMemFree_v3020 MemFree;
     PFN_cuMemcpyHtoDAsync_v3020 MemcpyHtoDAsync;
@@ -44,6 +43,7 @@ typedef struct tk_cu_api {
     PFN_cuDeviceGetName_v2000 DeviceGetName;
     PFN_cuEventCreate_v2000 EventCreate;
     PFN_cuEventRecord_v2000 EventRecord;
+    PFN_cuEventRecordWithFlags_v11010 EventRecordWithFlags; /* optional */
     PFN_cuEventSynchronize_v2000 EventSynchronize;
     PFN_cuEventElapsedTime_v12080 EventElapsedTime;
     PFN_cuEventDestroy_v4000 EventDestroy;
@@ -79,7 +79,6 @@ extern tk_cu_api tk_cu;
 #define cuStreamCreate tk_cu.StreamCreate
 #define cuStreamDestroy_v2 tk_cu.StreamDestroy
 #define cuStreamSynchronize tk_cu.StreamSynchronize
-#define cuStreamQuery tk_cu.StreamQuery
 #define cuMemAlloc_v2 tk_cu.MemAlloc
 #define cuMemFree_v2 tk_cu.MemFree
 #define cuMemcpyHtoDAsync_v2 tk_cu.MemcpyHtoDAsync

@@ -1245,8 +1245,9 @@ static double now_us(void)
 }
 
 /* Runs every node on ctx (the session's, or the capture thread's) with its outputs in place;
- * with prof, times each. */
-static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile *prof)
+ * with prof, times each (on a GPU with events around each node, read at the end unless the
+ * nodes are being captured into a graph). */
+static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile *prof, int captured)
 {
     const tk_exec_program *p = s->p;
     int gpu = ctx->device.kind == TK_DEVICE_CUDA, rc = 0;
@@ -1280,10 +1281,47 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
             op_cost(x->op.def, in, out, &prof[n]);
         }
     }
-    for (size_t n = 0; prof && gpu && n < p->m->nnodes; n++)
+    for (size_t n = 0; prof && gpu && !captured && n < p->m->nnodes; n++)
         if (!p->nodes[n].absorbed && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
             return rc;
     return 0;
+}
+
+/* The nodes' device times without the host's gaps. Eagerly, an event pair around a node also
+ * times the GPU waiting for the host to queue the node's work (a matmul's plan looked up, a
+ * kernel's arguments checked): the times of small nodes were the host's. Here the nodes are
+ * captured into a CUDA graph with an event-record node around each and the graph is replayed
+ * twice: the GPU runs the nodes back to back, as a service's replays do, and each event pair
+ * times one node alone. When the nodes cannot be captured (an op that allocates or waits), the
+ * eager times stay. */
+static int time_in_graph(tk_session *s, tk_tensor **t, tk_node_profile *prof)
+{
+    size_t nn = s->p->m->nnodes;
+    void *exec = NULL;
+    tk_node_profile *cap = calloc(nn + 1, sizeof(*cap));
+    if (!cap)
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    int rc = tk_cuda_capture_begin(s->ctx);
+    if (!rc) {
+        int body = run_nodes(s, s->ctx, t, cap, 1);
+        rc = tk_cuda_capture_end(s->ctx, body == 0, &exec);
+        if (!rc && body)
+            rc = body;
+    }
+    free(cap);
+    if (rc || !exec) {
+        tk_error_clear(); /* not capturable: the eager times stay */
+        return 0;
+    }
+    for (int rep = 0; rep < 2 && !rc; rep++)
+        rc = tk_cuda_graph_launch(s->ctx, exec);
+    for (size_t n = 0; !rc && n < nn; n++)
+        if (!s->p->nodes[n].absorbed)
+            rc = tk_cuda_event_elapsed_us(s->ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us);
+    if (!rc)
+        rc = tk_ctx_sync(s->ctx);
+    tk_cuda_graph_free(s->ctx, exec);
+    return rc;
 }
 
 /* A profiled run: eager, node times into the session's profile. */
@@ -1307,7 +1345,9 @@ static int run_profiled(tk_session *s, tk_tensor **t)
             }
         }
     }
-    rc = run_nodes(s, s->ctx, t, prof);
+    rc = run_nodes(s, s->ctx, t, prof, 0);
+    if (!rc && s->ctx->device.kind == TK_DEVICE_CUDA)
+        rc = time_in_graph(s, t, prof);
     if (rc) {
         free(prof);
         return rc;
@@ -1326,7 +1366,7 @@ static int capture(tk_session *s, tk_ctx *ctx, tk_tensor **t, void **exec)
     int rc = tk_cuda_capture_begin(ctx);
     if (rc)
         return rc;
-    int body = run_nodes(s, ctx, t, NULL);
+    int body = run_nodes(s, ctx, t, NULL, 1);
     rc = tk_cuda_capture_end(ctx, body == 0, exec);
     if (!rc && (body || !*exec)) {
         tk_cuda_graph_free(ctx, *exec);
@@ -1779,7 +1819,7 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
     } else {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
         if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
-            rc = run_nodes(s, s->ctx, t, NULL);
+            rc = run_nodes(s, s->ctx, t, NULL, 0);
         if (!rc && s->graphs && (!s->space_large || pl->runs >= 1))
             capture_later(s, pl);
     }

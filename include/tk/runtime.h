@@ -226,7 +226,11 @@ int tk_session_bind(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor *
 int tk_session_run(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **out, size_t nout);
 
 /* Per-op times of the last tk_session_run made with profiling on, for tkexport run --profile:
- * node i (program order) is nodes[i]. Profiling turns off CUDA graph replay. */
+ * node i (program order) is nodes[i]. A profiled run is eager (host times per node); on a GPU the
+ * nodes are then captured into a CUDA graph with events around each and replayed, so time_us is
+ * each node's kernels with no host gaps (the eager event times when the nodes cannot be
+ * captured). A node run inside the one before it (tk::linear fused with the tk::gelu or tk::add
+ * after it) shows as "tk::gelu (fused into node N)" with no time. */
 int tk_session_set_profiling(tk_session *s, int on);
 typedef struct tk_node_profile {
     const char *op;
