@@ -957,7 +957,8 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
             clang_visitChildren(clang_Cursor_getArgument(c, 5), box_arg, ctx);
         }
         cJSON_AddItemToArray(fs->launches, l);
-    } else if ((strcmp(name, "tk_call_op") == 0 || strcmp(name, "tk_call_op_at") == 0) && nargs >= 2) {
+    } else if ((strcmp(name, "tk_call_op") == 0 || strcmp(name, "tk_call_op_at") == 0 ||
+                strcmp(name, "tk_call_outs_at") == 0) && nargs >= 2) {
         cJSON *o = pos_obj(c);
         CXCursor a = strip(clang_Cursor_getArgument(c, 1));
         if (clang_getCursorKind(a) == CXCursor_StringLiteral) {

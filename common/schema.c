@@ -119,8 +119,13 @@ int tk_schema_parse(const char *schema, tk_schema *out, char *why, size_t nwhy)
                 if (!parse_type(&p, &mut))
                     FAIL("expected an argument type such as 'Tensor' or 'int'");
                 ws(&p);
+                const char *name = p;
                 if (!ident(&p))
                     FAIL("expected an argument name");
+                if (out->nargs < TK_SCHEMA_MAX && name - schema <= 0xffff && p - name <= 0xff) {
+                    out->name_at[out->nargs] = (unsigned short)(name - schema);
+                    out->name_len[out->nargs] = (unsigned char)(p - name);
+                }
                 ws(&p);
                 if (*p == '=') {
                     p++;
@@ -182,4 +187,12 @@ int tk_schema_parse(const char *schema, tk_schema *out, char *why, size_t nwhy)
         FAIL("unexpected text after the returns");
 #undef FAIL
     return 0;
+}
+
+const char *tk_schema_arg_name(const char *schema, const tk_schema *sc, int i, char *buf, size_t n)
+{
+    if (!schema || !sc || i < 0 || i >= sc->nargs || i >= TK_SCHEMA_MAX || !sc->name_len[i] || n == 0)
+        return "?";
+    snprintf(buf, n, "%.*s", (int)sc->name_len[i], schema + sc->name_at[i]);
+    return buf;
 }

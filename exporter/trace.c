@@ -800,7 +800,9 @@ int tk_export_trace(tk_program_model **out, const tk_program_def *def, const cha
             tk_error_set(rc, "%s", t.msg);
         } else {
             char msg[1024];
-            snprintf(msg, sizeof msg, "%s", tk_error_last());
+            /* the model's cleanup may have cleared the message: the first call that failed says why */
+            snprintf(msg, sizeof msg, "%s", tk_error_last()[0] || !t.ctx->first_failure ? tk_error_last()
+                                                                                        : t.ctx->first_failure);
             if (!msg[0])
                 fail(&t, rc, "the model returned %d", rc);
             else

@@ -1,6 +1,8 @@
 /* Contexts: the device, the mode (eager or trace), on a GPU the CUDA state of runtime/cuda.c, and
  * what a context owns: its symbolic expressions and the weights and parameters of tk_param. */
+#define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
+#include <string.h>
 
 #include "rt_internal.h"
 
@@ -35,7 +37,22 @@ void tk_ctx_free(tk_ctx *ctx)
     tk_weights_free(ctx->weights);
     tk_cuda_ctx_release(ctx);
     tk_sym_pool_free(ctx->syms);
+    free(ctx->first_failure);
     free(ctx);
+}
+
+void tk_ctx_note_failure(tk_ctx *ctx)
+{
+    if (ctx && !ctx->first_failure && tk_error_last()[0])
+        ctx->first_failure = strdup(tk_error_last());
+}
+
+void tk_ctx_reset_failures(tk_ctx *ctx)
+{
+    if (!ctx)
+        return;
+    free(ctx->first_failure);
+    ctx->first_failure = NULL;
 }
 
 tk_device tk_ctx_device(const tk_ctx *ctx)

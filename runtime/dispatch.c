@@ -172,14 +172,24 @@ static int op_failed(const tk_op_def *def, const char *what, int rc)
     return rc;
 }
 
-/* A NULL where the schema wants a tensor: usually an earlier call (tk_param, tk_call) failed and
- * its result was passed on; its message is kept in the new one. */
-static int null_input(const char *name, int i)
+/* "input 'weight' (in[1])": the schema's name and the index op code reads it at. */
+static const char *input_label(const tk_resolved_op *op, int i, char *buf, size_t n)
 {
-    char earlier[600];
-    snprintf(earlier, sizeof(earlier), "%s", tk_error_last());
-    return tk_error_set(TK_EINVAL, "input %d of op '%s' is NULL%s%s%s", i + 1, name,
-                        earlier[0] ? " (an earlier call failed: " : "", earlier, earlier[0] ? ")" : "");
+    char name[64];
+    snprintf(buf, n, "input '%s' (in[%d])", tk_schema_arg_name(op->def->schema, &op->schema, i, name, sizeof name),
+             i);
+    return buf;
+}
+
+/* A NULL where the schema wants a tensor: usually an earlier call (tk_param, tk_call) failed and
+ * its result was passed on; the first failure of the run is named (the context keeps it, so a
+ * call that succeeded in between does not lose it), else the last error. */
+static int null_input(tk_ctx *ctx, const tk_resolved_op *op, int i)
+{
+    char earlier[700], what[96];
+    snprintf(earlier, sizeof(earlier), "%s", ctx->first_failure ? ctx->first_failure : tk_error_last());
+    return tk_error_set(TK_EINVAL, "%s of op '%s' is NULL%s%s%s", input_label(op, i, what, sizeof what),
+                        op->def->name, earlier[0] ? " (an earlier call failed: " : "", earlier, earlier[0] ? ")" : "");
 }
 
 static int same_sym_shape(const tk_tensor *t, const tk_tensor_spec *spec)
@@ -216,8 +226,8 @@ static int trace_op(tk_ctx *ctx, const tk_op_def *def, tk_tensor *const *in, int
     int rc;
     for (int i = 0; i < nout; i++) {
         if (out[i] && !(out[i]->traced && same_sym_shape(out[i], &specs[i])))
-            return tk_error_set(TK_EINVAL, "output %d of op '%s' is not a traced tensor of the shape its meta "
-                                           "function gives", i + 1, def->name);
+            return tk_error_set(TK_EINVAL, "output out[%d] of op '%s' is not a traced tensor of the shape its meta "
+                                           "function gives", i, def->name);
     }
     for (int i = 0; i < nout; i++) {
         if (out[i])
@@ -264,18 +274,18 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
     for (int i = 0; i < nin; i++) {
         inputs[i] = in[i];
         if (!in[i] && i < sc->nrequired)
-            return null_input(name, i);
+            return null_input(ctx, op, i);
         if (in[i] && !tracing && !same_device(in[i]->device, ctx->device))
-            return tk_error_set(TK_EINVAL, "input %d of op '%s' is on '%s', the context is on '%s'", i + 1, name,
-                                tk_device_name(in[i]->device, d1, sizeof(d1)),
+            return tk_error_set(TK_EINVAL, "%s of op '%s' is on '%s', the context is on '%s'",
+                                input_label(op, i, s1, sizeof s1), name, tk_device_name(in[i]->device, d1, sizeof(d1)),
                                 tk_device_name(ctx->device, d2, sizeof(d2)));
         if (in[i] && in[i]->traced && !tracing)
-            return tk_error_set(TK_EINVAL, "input %d of op '%s' is a traced tensor (it has no data) and the context "
-                                           "runs eagerly", i + 1, name);
+            return tk_error_set(TK_EINVAL, "%s of op '%s' is a traced tensor (it has no data) and the context runs "
+                                           "eagerly", input_label(op, i, s1, sizeof s1), name);
     }
     for (int i = 0; i < nout && !tracing; i++)
         if (out[i] && !same_device(out[i]->device, ctx->device))
-            return tk_error_set(TK_EINVAL, "output %d of op '%s' is on '%s', the context is on '%s'", i + 1, name,
+            return tk_error_set(TK_EINVAL, "output out[%d] of op '%s' is on '%s', the context is on '%s'", i, name,
                                 tk_device_name(out[i]->device, d1, sizeof(d1)),
                                 tk_device_name(ctx->device, d2, sizeof(d2)));
     /* tracing runs no implementation: an op with a CUDA body only is traced on any context */
@@ -306,7 +316,7 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
     }
     for (int i = 0; i < nout; i++)
         if (!specs[i].set)
-            return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' did not set output %d", name, i + 1);
+            return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' did not set out[%d]", name, i);
     if (tracing) {
         rc = trace_op(ctx, def, inputs, nin, out, nout, specs, allocated, file, line);
         goto done;
@@ -314,11 +324,11 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
     for (int i = 0; i < nout; i++) {
         for (int d = 0; d < specs[i].rank; d++)
             if (specs[i].dims[d].expr)
-                return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' gave output %d a symbolic shape in "
-                                                  "eager mode", name, i + 1);
+                return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' gave out[%d] a symbolic shape in "
+                                                  "eager mode", name, i);
         if (out[i] && (out[i]->dtype != specs[i].dtype || out[i]->rank != specs[i].rank ||
                        memcmp(out[i]->shape, specs[i].shape, sizeof(int64_t) * (size_t)specs[i].rank) != 0))
-            return tk_error_set(TK_EINVAL, "output %d of op '%s' is %s, the op's meta function says %s", i + 1, name,
+            return tk_error_set(TK_EINVAL, "output out[%d] of op '%s' is %s, the op's meta function says %s", i, name,
                                 describe(s1, sizeof(s1), out[i]->dtype, out[i]->rank, out[i]->shape),
                                 describe(s2, sizeof(s2), specs[i].dtype, specs[i].rank, specs[i].shape));
     }
@@ -372,6 +382,33 @@ int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_t
     return rc ? rc : tk_op_run_resolved(ctx, &op, NULL, 0, in, nin, out, nout);
 }
 
+/* A call of the model failed: its line added to the message (once: a meta function's refusal
+ * while tracing has it already), and the message kept as the run's first failure. */
+static int call_failed(tk_ctx *ctx, int rc, const char *file, int line)
+{
+    if (file && !strstr(tk_error_last(), " (at "))
+        at_model_line(rc, file, line);
+    tk_ctx_note_failure(ctx);
+    return rc;
+}
+
+int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs, tk_tensor *const *inputs,
+                    int noutputs, tk_tensor **outputs)
+{
+    tk_resolved_op op;
+    if (!ctx)
+        return tk_error_set(TK_EINVAL, "tk_call: no context");
+    for (int i = 0; i < noutputs && outputs; i++)
+        outputs[i] = NULL;
+    int rc = tk_op_resolve(&op, ctx->scope, name);
+    if (!rc && op.schema.nrets != noutputs)
+        rc = tk_error_set(TK_EINVAL, "op '%s' returns %d output%s, the call has room for %d", name, op.schema.nrets,
+                          op.schema.nrets == 1 ? "" : "s", noutputs);
+    if (!rc)
+        rc = tk_op_run_resolved(ctx, &op, file, line, inputs, ninputs, outputs, noutputs);
+    return rc ? call_failed(ctx, rc, file, line) : 0;
+}
+
 tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
                          tk_tensor *const *inputs)
 {
@@ -381,15 +418,16 @@ tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int li
         tk_error_set(TK_EINVAL, "tk_call: no context");
         return NULL;
     }
-    if (tk_op_resolve(&op, ctx->scope, name))
-        return NULL;
-    if (op.schema.nrets != 1) {
-        tk_error_set(TK_EINVAL, "op '%s' returns %d outputs; tk_call takes ops with one (use tk_op_run)", name,
-                     op.schema.nrets);
+    int rc = tk_op_resolve(&op, ctx->scope, name);
+    if (!rc && op.schema.nrets != 1)
+        rc = tk_error_set(TK_EINVAL, "op '%s' returns %d outputs; tk_call takes ops with one (tk_call_outs takes any "
+                                     "number)", name, op.schema.nrets);
+    if (!rc)
+        rc = tk_op_run_resolved(ctx, &op, file, line, inputs, ninputs, out, 1);
+    if (rc) {
+        call_failed(ctx, rc, file, line);
         return NULL;
     }
-    if (tk_op_run_resolved(ctx, &op, file, line, inputs, ninputs, out, 1))
-        return NULL;
     return out[0];
 }
 

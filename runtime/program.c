@@ -165,7 +165,18 @@ static void some_names(tk_strbuf *sb, const tk_safetensors *st)
         tk_strbuf_adds(sb, "no tensors");
 }
 
+static tk_tensor *param_get(tk_ctx *ctx, const char *name);
+
+/* A failure is kept as the run's first (tk_ctx_note_failure): a NULL passed on names it. */
 tk_tensor *tk_param(tk_ctx *ctx, const char *name)
+{
+    tk_tensor *t = param_get(ctx, name);
+    if (!t)
+        tk_ctx_note_failure(ctx);
+    return t;
+}
+
+static tk_tensor *param_get(tk_ctx *ctx, const char *name)
 {
     if (!ctx) {
         tk_error_set(TK_EINVAL, "tk_param: no context");
@@ -367,10 +378,13 @@ int tk_program_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin,
         return rc;
 
     tk_error_clear();
+    tk_ctx_reset_failures(ctx);
     rc = def->body(ctx, in, res);
     if (rc > 0) {
         rc = tk_error_set(TK_EINTERNAL, "program '%s' returned %d (expected 0 or a negative tk_error_code)", def->name,
                           rc);
+    } else if (rc && !tk_error_last()[0] && ctx->first_failure) {
+        rc = tk_error_set(rc, "program '%s' failed: %s", def->name, ctx->first_failure);
     } else if (rc && !tk_error_last()[0]) {
         rc = tk_error_set(rc, "program '%s' failed with code %d", def->name, rc);
     }

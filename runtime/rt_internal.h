@@ -95,7 +95,15 @@ struct tk_ctx {
     int64_t tune_key;
     const char *tune_force_kernel;
     int tune_force_config;
+    /* the message of the first tk_call or tk_param of this run that failed: a NULL passed on
+     * later names it, whatever succeeded in between (tk_ctx_note_failure) */
+    char *first_failure;
 };
+
+/* Keeps tk_error_last() as ctx's first failure unless one is kept already. */
+void tk_ctx_note_failure(tk_ctx *ctx);
+/* Forgets it: a program's run starts clean. */
+void tk_ctx_reset_failures(tk_ctx *ctx);
 
 /* A tensor struct the caller embeds (not owned, never passed to tk_tensor_free) over data, for
  * the executor's views into its arena; the shape was checked when the plan was made. */

@@ -146,7 +146,56 @@ TK_OP(nometa_op, "test::nometa", "(Tensor x) -> Tensor", .cpu = copy_cpu)
     return TK_EUNSUPPORTED;
 }
 
+/* test::split2: x -> (x, x), two outputs, for tk_call_outs. */
+static int split2_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    (void)ctx;
+    int err = tk_spec_like(out[0], in[0]);
+    return err ? err : tk_spec_like(out[1], in[0]);
+}
+
+static int split2_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    (void)ctx;
+    memcpy(tk_tensor_data(out[0]), tk_tensor_data(in[0]), tk_tensor_nbytes(in[0]));
+    memcpy(tk_tensor_data(out[1]), tk_tensor_data(in[0]), tk_tensor_nbytes(in[0]));
+    return 0;
+}
+
+TK_OP(split2_op, "test::split2", "(Tensor x) -> (Tensor first, Tensor second)", .meta = split2_meta,
+      .cpu = split2_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
 /* ---- test programs ------------------------------------------------------------------------- */
+
+static int g_outs_line, g_chain_line;
+
+/* two outputs through the public call API: one node with the model's line */
+TK_PROGRAM(outs_prog, "outs", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    tk_tensor *pair[2];
+    g_outs_line = __LINE__; int rc = tk_call_outs(ctx, "test::split2", pair, 2, in[0]);
+    if (rc)
+        return rc;
+    out[0] = pair[0], out[1] = pair[1];
+    return 0;
+}
+
+/* a call fails, two calls succeed, then the failed result is passed on: the error names the
+ * first failure and its line */
+TK_PROGRAM(chain_prog, "chain", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    g_chain_line = __LINE__; tk_tensor *bad = tk_call(ctx, "test::no_such_op", in[0]);
+    tk_tensor *ok = tk_call(ctx, "test::dup_rows", in[0]);
+    tk_tensor *twice = ok ? tk_call(ctx, "test::dup_rows", ok) : NULL;
+    out[0] = tk_call(ctx, "test::require", bad, twice);
+    tk_tensor_free(ok);
+    tk_tensor_free(twice);
+    return out[0] ? 0 : TK_EINVAL;
+}
 
 static int g_require_line;
 
@@ -438,6 +487,58 @@ static void trace__bad_models_get_one_line_errors(void **state)
     assert_contains(tk_error_last(), "a tensor the model made itself");
     assert_int_equal(trace_rc("no_output", NULL), TK_EINVAL);
     assert_contains(tk_error_last(), "the model set no output");
+}
+
+/* tk_call_outs: an op's two outputs, one node with both and the model's line; a count that is
+ * not the op's is refused and leaves the outputs NULL */
+static void trace__several_outputs_through_tk_call_outs(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("outs", NULL);
+    assert_int_equal(m->nnodes, 1);
+    assert_string_equal(m->nodes[0].op, "test::split2");
+    assert_int_equal(m->nodes[0].nout, 2);
+    assert_int_equal(m->nodes[0].line, g_outs_line);
+    assert_non_null(strstr(m->nodes[0].file, "test_exporter.c"));
+    assert_int_equal(m->noutputs, 2);
+    assert_int_equal(m->outputs[0].id, m->nodes[0].outputs[0].id);
+    assert_int_equal(m->outputs[1].id, m->nodes[0].outputs[1].id);
+    tk_program_model_free(m);
+
+    tk_ctx *ctx;
+    tk_assert_ok(tk_ctx_new(&ctx, (tk_device){TK_DEVICE_CPU, 0}));
+    const int64_t shape[] = {2, 4};
+    tk_tensor *x, *outs[3] = {(tk_tensor *)1, (tk_tensor *)1, (tk_tensor *)1};
+    tk_assert_ok(tk_tensor_new(&x, ctx, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 2, shape));
+    for (int i = 0; i < 8; i++)
+        ((float *)tk_tensor_data(x))[i] = (float)i;
+    int line = __LINE__ + 1;
+    assert_int_equal(tk_call_outs(ctx, "test::split2", outs, 3, x), TK_EINVAL);
+    assert_contains(tk_error_last(), "op 'test::split2' returns 2 outputs, the call has room for 3");
+    char at[64];
+    snprintf(at, sizeof at, ":%d)", line);
+    assert_contains(tk_error_last(), at);
+    assert_null(outs[0]);
+    assert_null(outs[1]);
+    tk_assert_ok(tk_call_outs(ctx, "test::split2", outs, 2, x));
+    assert_memory_equal(tk_tensor_data(outs[0]), tk_tensor_data(x), 8 * sizeof(float));
+    assert_memory_equal(tk_tensor_data(outs[1]), tk_tensor_data(x), 8 * sizeof(float));
+    tk_tensor_free(outs[0]);
+    tk_tensor_free(outs[1]);
+    tk_tensor_free(x);
+    tk_ctx_free(ctx);
+}
+
+/* A failed call's NULL passed on after calls that succeeded: the message keeps the first failure
+ * with its line, and names the argument that got the NULL the way op code indexes it. */
+static void trace__a_null_passed_on_names_the_first_failure(void **state)
+{
+    (void)state;
+    assert_int_equal(trace_rc("chain", NULL), TK_EINVAL);
+    char want[256];
+    snprintf(want, sizeof want, "test_exporter.c:%d))", g_chain_line);
+    assert_contains(tk_error_last(), "input 'x' (in[0]) of op 'test::require' is NULL (an earlier call failed: ");
+    assert_contains(tk_error_last(), want);
 }
 
 /* ---- a tiny interpreter of traced programs ------------------------------------------------ */
@@ -1060,6 +1161,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(guards__table_of_cases),
+        cmocka_unit_test(trace__several_outputs_through_tk_call_outs),
+        cmocka_unit_test(trace__a_null_passed_on_names_the_first_failure),
         cmocka_unit_test(guards__forcing_message_names_dim_op_line_and_fix),
         cmocka_unit_test(guards__range_leaving_nothing_says_which_range_works),
         cmocka_unit_test(guards__same_name_in_two_inputs_is_one_symbol),

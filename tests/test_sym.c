@@ -636,7 +636,8 @@ static void require__an_eager_failure_names_the_op(void **state)
     tk_assert_ok(tk_tensor_new(&x6, ctx, CPU, TK_F32, 1, s6));
     tk_assert_ok(tk_tensor_new(&x8, ctx, CPU, TK_F32, 1, s8));
     assert_null(tk_call(ctx, "test_sym::quad", x6));
-    assert_string_equal(tk_error_last(), "op 'test_sym::quad': x dim 0 % 4 == 0 does not hold (6 is not a multiple of 4)");
+    assert_true(strncmp(tk_error_last(), "op 'test_sym::quad': x dim 0 % 4 == 0 does not hold (6 is not a multiple of 4) (at ",
+                        strlen("op 'test_sym::quad': x dim 0 % 4 == 0 does not hold (6 is not a multiple of 4) (at ")) == 0);
     tk_tensor *y = tk_call(ctx, "test_sym::quad", x8);
     assert_non_null(y);
     assert_int_equal(tk_tensor_dim(y, 0), 2);

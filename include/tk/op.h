@@ -205,6 +205,16 @@ tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *con
 tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
                          tk_tensor *const *inputs);
 
+/* An op with any number of outputs: tk_call_outs(ctx, "ns::name", outs, n, inputs...) fills
+ * outs[0..n-1] in the schema's order of returns (owned by the caller; n must be the op's count)
+ * and returns 0, or a negative tk_error_code with every outs[i] NULL. The model's line is
+ * recorded per node, as tk_call's. */
+#define tk_call_outs(ctx, name, outs, n, ...)                                       \
+    tk_call_outs_at((ctx), (name), __FILE__, __LINE__, TK__NARG(__VA_ARGS__),       \
+                    (tk_tensor *const[]){__VA_ARGS__}, (n), (outs))
+int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs, tk_tensor *const *inputs,
+                    int noutputs, tk_tensor **outputs);
+
 /* The three functions an op may have: the body (CUDA launches through tk_wrap), the CPU
  * fallback (same signature, CPU tensors) and the meta function (the shape rule). */
 typedef int (*tk_op_fn)(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out);
