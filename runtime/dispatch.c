@@ -22,6 +22,13 @@ static int spec_store(tk_tensor_spec *spec, tk_dtype dtype, int rank, const tk_s
     if (rank < 0 || rank > TK_MAX_DIMS || (rank > 0 && !dims))
         return tk_error_set(TK_EINVAL, "%s: rank %d is outside [0, %d]", fn, rank, TK_MAX_DIMS);
     for (int i = 0; i < rank; i++) {
+        if (!dims[i].expr && dims[i].value <= TK_SYM_DYNAMIC_VALUE / 2) {
+            return tk_error_set(TK_EINVAL, "%s: dim %d is %lld, computed from a dynamic dim read as a number "
+                                           "(tk_tensor_dim, tk_tensor_shape or a tk_sym's .value), which would fix it "
+                                           "at export: compute it with tk_tensor_sym and tk_sym_add, tk_sym_mul, "
+                                           "tk_sym_floordiv..., and set it with tk_spec_set_sym",
+                                fn, i, (long long)dims[i].value);
+        }
         if (!dims[i].expr && dims[i].value < 0) {
             /* a failed tk_sym_* call gives TK_SYM(-1): its message says why */
             char earlier[512];
@@ -304,6 +311,11 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
         tracer_refused = 0;
         if ((rc = def->meta(ctx, inputs, sp))) {
             rc = op_failed(def, "the meta function", rc);
+            if (!strstr(tk_error_last(), "op '")) { /* a setter's refusal: name the op */
+                char msg[900];
+                snprintf(msg, sizeof msg, "%s", tk_error_last());
+                tk_error_set(rc, "op '%s', meta function: %s", name, msg);
+            }
             return tracing && !tracer_refused ? at_model_line(rc, file, line) : rc;
         }
     } else if (nout) {

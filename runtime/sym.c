@@ -505,7 +505,7 @@ static int lin_build(tk_ctx *ctx, lin *l, tk_sym *out)
         return 0;
     }
     if (l->n == 1 && l->t[0].coef == 1 && l->c == 0 && l->t[0].atom->kind == K_VAR) {
-        *out = (tk_sym){0, l->t[0].atom};
+        *out = (tk_sym){TK_SYM_DYNAMIC_VALUE, l->t[0].atom};
         return 0;
     }
     rng r = range_terms(l->c, l->n, l->t);
@@ -514,7 +514,7 @@ static int lin_build(tk_ctx *ctx, lin *l, tk_sym *out)
         return 0;
     }
     if (l->n == 1 && l->t[0].coef == 1 && l->c == 0) {
-        *out = (tk_sym){0, l->t[0].atom};
+        *out = (tk_sym){TK_SYM_DYNAMIC_VALUE, l->t[0].atom};
         return 0;
     }
     tk_sym_pool *p = ctx_pool(ctx);
@@ -529,7 +529,7 @@ static int lin_build(tk_ctx *ctx, lin *l, tk_sym *out)
     const tk_sym_expr *e = intern(p, &key);
     if (!e)
         return TK_ENOMEM;
-    *out = (tk_sym){0, e};
+    *out = (tk_sym){TK_SYM_DYNAMIC_VALUE, e};
     return 0;
 }
 
@@ -547,7 +547,7 @@ static int atom_build(tk_ctx *ctx, const tk_sym_expr *key, tk_sym *out)
     const tk_sym_expr *e = intern(p, key);
     if (!e)
         return TK_ENOMEM;
-    *out = (tk_sym){0, e};
+    *out = (tk_sym){TK_SYM_DYNAMIC_VALUE, e};
     return 0;
 }
 
@@ -877,7 +877,7 @@ tk_sym tk_sym_var(tk_ctx *ctx, const char *name, int64_t min, int64_t max)
     e->u.var.min = min;
     e->u.var.max = max;
     e->u.var.id = p->next_id++;
-    return (tk_sym){0, e};
+    return (tk_sym){TK_SYM_DYNAMIC_VALUE, e};
 }
 
 int tk_sym_as_var(tk_sym s, const char **name, int64_t *min, int64_t *max)
@@ -926,7 +926,7 @@ int tk_sym_as_linear1(tk_sym s, tk_sym *var, int64_t *k, int64_t *c)
         return 0;
     }
     if (var)
-        *var = (tk_sym){0, v};
+        *var = (tk_sym){TK_SYM_DYNAMIC_VALUE, v};
     if (k)
         *k = kk;
     if (c)

@@ -230,7 +230,7 @@ int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank,
     t->traced = 1;
     for (int i = 0; i < rank; i++) {
         t->dims[i] = dims[i];
-        t->shape[i] = dims[i].expr ? -1 : dims[i].value;
+        t->shape[i] = dims[i].expr ? TK_SYM_DYNAMIC_VALUE : dims[i].value;
     }
     /* strides only where every later dim is a constant */
     int64_t stride = 1;
@@ -290,10 +290,10 @@ int64_t tk_numel(const tk_tensor *t)
         if (t->dims[i].expr) {
             tk_strbuf sb = TK_STRBUF_INIT;
             sym_shape_str(&sb, t);
-            tk_error_set(TK_EINVAL, "the element count of a traced tensor is symbolic (%s): use tk_tensor_sym in "
+            tk_error_set(TK_EINVAL, "the element count of a traced tensor is dynamic (%s): use tk_tensor_sym in "
                                     "meta functions", sb.buf ? sb.buf : "?");
             tk_strbuf_release(&sb);
-            return -1;
+            return TK_SYM_DYNAMIC_VALUE;
         }
     }
     int64_t n = 1;
@@ -324,10 +324,10 @@ int64_t tk_tensor_dim(const tk_tensor *t, int i)
     if (t->dims[j].expr) {
         tk_strbuf sb = TK_STRBUF_INIT;
         tk_sym_print(t->dims[j], &sb);
-        tk_error_set(TK_EINVAL, "dim %d of a traced tensor is symbolic ('%s'): use tk_tensor_sym in meta functions", j,
+        tk_error_set(TK_EINVAL, "dim %d of a traced tensor is dynamic ('%s'): use tk_tensor_sym in meta functions", j,
                      sb.buf ? sb.buf : "?");
         tk_strbuf_release(&sb);
-        return -1;
+        return TK_SYM_DYNAMIC_VALUE;
     }
     return t->shape[j];
 }

@@ -169,7 +169,49 @@ TK_OP(split2_op, "test::split2", "(Tensor x) -> (Tensor first, Tensor second)", 
     return TK_EUNSUPPORTED;
 }
 
+/* test::rows_by_dim and test::rows_by_value: meta functions that read the dynamic batch as a
+ * number (tk_tensor_dim; a tk_sym's .value), the mistake export must refuse. */
+static int rows_by_dim_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    (void)ctx;
+    int64_t shape[2] = {tk_tensor_dim(in[0], 0) * 2, tk_tensor_dim(in[0], 1)};
+    return tk_spec_set(out[0], tk_tensor_dtype(in[0]), 2, shape);
+}
+
+static int rows_by_value_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    (void)ctx;
+    tk_sym shape[2] = {TK_SYM(tk_tensor_sym(in[0], 0).value + 64), tk_tensor_sym(in[0], 1)};
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(in[0]), 2, shape);
+}
+
+TK_OP(rows_by_dim_op, "test::rows_by_dim", "(Tensor x) -> Tensor", .meta = rows_by_dim_meta, .cpu = copy_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
+TK_OP(rows_by_value_op, "test::rows_by_value", "(Tensor x) -> Tensor", .meta = rows_by_value_meta, .cpu = copy_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
 /* ---- test programs ------------------------------------------------------------------------- */
+
+static int g_dyn_line[2];
+
+TK_PROGRAM(dyn_dim_prog, "dyn_dim", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    g_dyn_line[0] = __LINE__; out[0] = tk_call(ctx, "test::rows_by_dim", in[0]);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(dyn_value_prog, "dyn_value", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    g_dyn_line[1] = __LINE__; out[0] = tk_call(ctx, "test::rows_by_value", in[0]);
+    return out[0] ? 0 : TK_EINVAL;
+}
 
 static int g_outs_line, g_chain_line;
 
@@ -525,6 +567,40 @@ static void trace__several_outputs_through_tk_call_outs(void **state)
     assert_memory_equal(tk_tensor_data(outs[1]), tk_tensor_data(x), 8 * sizeof(float));
     tk_tensor_free(outs[0]);
     tk_tensor_free(outs[1]);
+    tk_tensor_free(x);
+    tk_ctx_free(ctx);
+}
+
+/* A meta function that reads a dynamic dim as a number fails the export, naming the op, the
+ * output dim, the model's line and the fix; eagerly the same ops run (every dim is a number). */
+static void trace__a_meta_that_reads_a_dynamic_dim_as_a_number_is_refused(void **state)
+{
+    (void)state;
+    static const char *const progs[2] = {"dyn_dim", "dyn_value"}, *const ops[2] = {"test::rows_by_dim",
+                                                                                   "test::rows_by_value"};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(trace_rc(progs[i], NULL), TK_EINVAL);
+        char want[160];
+        snprintf(want, sizeof want, "op '%s'", ops[i]);
+        assert_contains(tk_error_last(), want);
+        assert_contains(tk_error_last(), "dim 0 is ");
+        assert_contains(tk_error_last(), "computed from a dynamic dim read as a number");
+        assert_contains(tk_error_last(), "tk_tensor_sym");
+        snprintf(want, sizeof want, "test_exporter.c:%d)", g_dyn_line[i]);
+        assert_contains(tk_error_last(), want);
+    }
+    tk_ctx *ctx;
+    tk_assert_ok(tk_ctx_new(&ctx, (tk_device){TK_DEVICE_CPU, 0}));
+    const int64_t shape[] = {3, 4};
+    tk_tensor *x, *y;
+    tk_assert_ok(tk_tensor_new(&x, ctx, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 2, shape));
+    memset(tk_tensor_data(x), 0, tk_tensor_nbytes(x));
+    assert_non_null(y = tk_call(ctx, "test::rows_by_dim", x));
+    assert_int_equal(tk_tensor_dim(y, 0), 6);
+    tk_tensor_free(y);
+    assert_non_null(y = tk_call(ctx, "test::rows_by_value", x));
+    assert_int_equal(tk_tensor_dim(y, 0), 67);
+    tk_tensor_free(y);
     tk_tensor_free(x);
     tk_ctx_free(ctx);
 }
@@ -1163,6 +1239,7 @@ int main(void)
         cmocka_unit_test(guards__table_of_cases),
         cmocka_unit_test(trace__several_outputs_through_tk_call_outs),
         cmocka_unit_test(trace__a_null_passed_on_names_the_first_failure),
+        cmocka_unit_test(trace__a_meta_that_reads_a_dynamic_dim_as_a_number_is_refused),
         cmocka_unit_test(guards__forcing_message_names_dim_op_line_and_fix),
         cmocka_unit_test(guards__range_leaving_nothing_says_which_range_works),
         cmocka_unit_test(guards__same_name_in_two_inputs_is_one_symbol),

@@ -59,9 +59,15 @@ typedef struct tk_dim3 {
  * max. Expression nodes belong to the context and live as long as it. */
 typedef struct tk_sym_expr tk_sym_expr;
 typedef struct tk_sym {
-    int64_t value;            /* the value when expr is NULL */
+    int64_t value;            /* the value when expr is NULL; TK_SYM_DYNAMIC_VALUE otherwise */
     const tk_sym_expr *expr;  /* NULL: a constant */
 } tk_sym;
+
+/* What a dynamic dim reads as a number: its tk_sym's .value, tk_tensor_dim and tk_tensor_shape
+ * of a traced tensor. Negative and odd, so that a shape computed from it (x.value * 2,
+ * x.value + 64, x.value / 4) is refused at export, naming the op and its line, instead of
+ * exporting a constant: compute dims with tk_tensor_sym and the tk_sym_* functions. */
+#define TK_SYM_DYNAMIC_VALUE (-1099511627777LL)
 
 #define TK_SYM(v) ((tk_sym){(int64_t)(v), 0})
 static inline int tk_sym_is_const(tk_sym s) { return s.expr == 0; }
