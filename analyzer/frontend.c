@@ -958,7 +958,8 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
         }
         cJSON_AddItemToArray(fs->launches, l);
     } else if ((strcmp(name, "tk_call_op") == 0 || strcmp(name, "tk_call_op_at") == 0 ||
-                strcmp(name, "tk_call_outs_at") == 0) && nargs >= 2) {
+                strcmp(name, "tk_call_at") == 0 || strcmp(name, "tk_call_outs_at") == 0 ||
+                strcmp(name, "tk__call") == 0 || strcmp(name, "tk__call_outs") == 0) && nargs >= 2) {
         cJSON *o = pos_obj(c);
         CXCursor a = strip(clang_Cursor_getArgument(c, 1));
         if (clang_getCursorKind(a) == CXCursor_StringLiteral) {

@@ -4,6 +4,7 @@
 #define TK_SCHEMA_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define TK_SCHEMA_MAX 64
 
@@ -15,7 +16,33 @@ typedef struct tk_schema {
     unsigned char mutated[TK_SCHEMA_MAX]; /* argument i is Tensor(x!) */
     unsigned short name_at[TK_SCHEMA_MAX]; /* argument i's name: name_len bytes at this offset of */
     unsigned char name_len[TK_SCHEMA_MAX]; /* the schema text (0: too far in to say) */
+    unsigned char kind[TK_SCHEMA_MAX];     /* tk_schema_kind */
+    unsigned short def_at[TK_SCHEMA_MAX];  /* the default's text: def_len bytes at this offset */
+    unsigned char def_len[TK_SCHEMA_MAX];  /* (0: none) */
 } tk_schema;
+
+/* The argument types a call can pass (tk/op.h's tk_value); TK_SCHEMA_OTHER for any other type
+ * (Scalar, Tensor[]...), which calls cannot give yet. */
+enum tk_schema_kind {
+    TK_SCHEMA_TENSOR,
+    TK_SCHEMA_TENSOR_OPT, /* Tensor?: NULL allowed */
+    TK_SCHEMA_INT,
+    TK_SCHEMA_FLOAT,
+    TK_SCHEMA_BOOL,
+    TK_SCHEMA_STR,
+    TK_SCHEMA_INTS, /* int[] or int[N] */
+    TK_SCHEMA_OTHER
+};
+
+/* "Tensor", "int", "int[]"... for messages. */
+const char *tk_schema_kind_name(int kind);
+
+/* A default's literal for a kind, read: None (an optional tensor), an integer, a float (an
+ * integer too), True or False, a quoted string (no escapes), [integers]. 0, or -1 with why. For
+ * strings, *s and *slen point into text; for int[], up to cap integers land in ints (*n: how
+ * many). */
+int tk_schema_literal(int kind, const char *text, size_t len, int64_t *i, double *f, const char **s, size_t *slen,
+                      int64_t *ints, int cap, int *n, char *why, size_t nwhy);
 
 /* Argument i's name from the schema text sc was parsed from ("weight"), or "?" when unknown. */
 const char *tk_schema_arg_name(const char *schema, const tk_schema *sc, int i, char *buf, size_t n);

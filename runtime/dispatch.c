@@ -252,8 +252,130 @@ static int trace_op(tk_ctx *ctx, const tk_op_def *def, tk_tensor *const *in, int
     return rc;
 }
 
-static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
-                     int nin, tk_tensor **out, int nout)
+/* "argument 'eps' (in[2])" */
+static const char *arg_label(const tk_resolved_op *op, int i, char *buf, size_t n)
+{
+    char name[64];
+    snprintf(buf, n, "argument '%s' (in[%d])", tk_schema_arg_name(op->def->schema, &op->schema, i, name, sizeof name),
+             i);
+    return buf;
+}
+
+static const char *value_kind_name(tk_value_kind k)
+{
+    switch (k) {
+    case TK_VALUE_TENSOR: return "a tensor";
+    case TK_VALUE_INT: return "an int";
+    case TK_VALUE_FLOAT: return "a float";
+    case TK_VALUE_BOOL: return "a bool";
+    case TK_VALUE_STR: return "a str";
+    case TK_VALUE_INTS: return "an int[]";
+    }
+    return "an unknown kind of value";
+}
+
+/* Argument i's default from the schema into *v (storage for a str or int[] in ca). */
+static int default_value(const tk_resolved_op *op, int i, tk_value *v, tk_call_args *ca)
+{
+    const tk_schema *sc = &op->schema;
+    int kind = sc->kind[i], n = 0;
+    int64_t iv = 0;
+    double fv = 0;
+    const char *sv = NULL;
+    size_t slen = 0;
+    char why[200], lbl[96];
+    int64_t *ints = ca->ints + ca->nints;
+    if (tk_schema_literal(kind, op->def->schema + sc->def_at[i], sc->def_len[i], &iv, &fv, &sv, &slen, ints,
+                          (int)(sizeof ca->ints / sizeof *ca->ints - ca->nints), &n, why, sizeof why))
+        return tk_error_set(TK_EINVAL, "op '%s': %s: %s", op->def->name, arg_label(op, i, lbl, sizeof lbl), why);
+    switch (kind) {
+    case TK_SCHEMA_INT: *v = tk__val_int(iv); break;
+    case TK_SCHEMA_FLOAT: *v = tk__val_float(fv); break;
+    case TK_SCHEMA_BOOL: *v = tk__val_bool((int)iv); break;
+    case TK_SCHEMA_STR:
+        if (ca->nstr + slen + 1 > sizeof ca->str)
+            return tk_error_set(TK_EUNSUPPORTED, "op '%s': the string defaults of one call exceed %zu bytes",
+                                op->def->name, sizeof ca->str);
+        memcpy(ca->str + ca->nstr, sv, slen);
+        ca->str[ca->nstr + slen] = '\0';
+        *v = tk__val_str(ca->str + ca->nstr);
+        ca->nstr += slen + 1;
+        break;
+    case TK_SCHEMA_INTS:
+        *v = tk__val_ints(ints, n);
+        ca->nints += n;
+        break;
+    default: *v = tk__val_null(NULL); break;
+    }
+    return 0;
+}
+
+/* The call's arguments against the schema: each one's type, the defaults of those left out,
+ * ints widened to floats and 0/1 to bools; tensors (or NULL) into inputs[i], every argument into
+ * ca->v[i]. */
+static int check_args(tk_ctx *ctx, const tk_resolved_op *op, const tk_value *args, int nargs, tk_call_args *ca,
+                      tk_tensor **inputs)
+{
+    const tk_schema *sc = &op->schema;
+    const char *name = op->def->name;
+    char lbl[96];
+    int rc, n = sc->nargs < TK_SCHEMA_MAX ? sc->nargs : TK_SCHEMA_MAX;
+    ca->nints = 0;
+    ca->nstr = 0;
+    for (int i = 0; i < n; i++) {
+        int kind = sc->kind[i];
+        tk_value v = i < nargs ? args[i] : tk__val_null(NULL);
+        if (i >= nargs && sc->def_len[i] && kind != TK_SCHEMA_TENSOR && kind != TK_SCHEMA_TENSOR_OPT &&
+            (rc = default_value(op, i, &v, ca)))
+            return rc;
+        if (kind == TK_SCHEMA_TENSOR || kind == TK_SCHEMA_TENSOR_OPT) {
+            if (v.kind != TK_VALUE_TENSOR)
+                return tk_error_set(TK_EINVAL, "%s of op '%s' is a %s, got %s", input_label(op, i, lbl, sizeof lbl),
+                                    name, tk_schema_kind_name(kind), value_kind_name(v.kind));
+            if (!v.u.tensor && kind == TK_SCHEMA_TENSOR && i < sc->nrequired)
+                return null_input(ctx, op, i);
+            inputs[i] = v.u.tensor;
+            ca->v[i] = v;
+            continue;
+        }
+        int ok = 1;
+        switch (kind) {
+        case TK_SCHEMA_INT: ok = v.kind == TK_VALUE_INT; break;
+        case TK_SCHEMA_FLOAT:
+            if (v.kind == TK_VALUE_INT)
+                v = tk__val_float((double)v.u.i);
+            ok = v.kind == TK_VALUE_FLOAT;
+            break;
+        case TK_SCHEMA_BOOL:
+            if (v.kind == TK_VALUE_INT && (v.u.i == 0 || v.u.i == 1))
+                v = tk__val_bool((int)v.u.i);
+            ok = v.kind == TK_VALUE_BOOL;
+            break;
+        case TK_SCHEMA_STR: ok = v.kind == TK_VALUE_STR && v.u.s; break;
+        case TK_SCHEMA_INTS: ok = v.kind == TK_VALUE_INTS && v.u.ints.n >= 0 && (v.u.ints.v || !v.u.ints.n); break;
+        default:
+            return tk_error_set(TK_EUNSUPPORTED, "%s of op '%s' has a type calls cannot pass (they pass Tensor, "
+                                                 "Tensor?, int, float, bool, str and int[])",
+                                arg_label(op, i, lbl, sizeof lbl), name);
+        }
+        if (!ok) {
+            if (v.kind == TK_VALUE_INT && kind == TK_SCHEMA_BOOL)
+                return tk_error_set(TK_EINVAL, "%s of op '%s' is a bool, got the int %lld (a bool is 0 or 1)",
+                                    arg_label(op, i, lbl, sizeof lbl), name, (long long)v.u.i);
+            return tk_error_set(TK_EINVAL, "%s of op '%s' is %s %s, got %s%s", arg_label(op, i, lbl, sizeof lbl), name,
+                                kind == TK_SCHEMA_INT || kind == TK_SCHEMA_INTS ? "an" : "a",
+                                tk_schema_kind_name(kind),
+                                v.kind == TK_VALUE_STR && !v.u.s ? "a NULL string" : value_kind_name(v.kind),
+                                v.kind == TK_VALUE_TENSOR && !v.u.tensor ? " (NULL)" : "");
+        }
+        inputs[i] = NULL;
+        ca->v[i] = v;
+    }
+    return 0;
+}
+
+static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, const tk_value *args,
+                     int nin, tk_call_args *ca, tk_tensor **out, int nout)
 {
     const tk_op_def *def = op->def;
     const tk_schema *sc = &op->schema;
@@ -268,25 +390,30 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
     int tracing = ctx->mode == TK_MODE_TRACE;
     if (tracing && (!ctx->tracer || !ctx->tracer->on_op))
         return tk_error_set(TK_EINTERNAL, "op '%s' called on a context in trace mode without a tracer", name);
-    if (nin < sc->nrequired || nin > sc->nargs || (nin && !in)) {
+    if (nin < sc->nrequired || nin > sc->nargs || (nin && !args)) {
         if (sc->nrequired == sc->nargs)
-            return tk_error_set(TK_EINVAL, "op '%s' takes %d input%s, got %d", name, sc->nargs,
+            return tk_error_set(TK_EINVAL, "op '%s' takes %d argument%s, got %d", name, sc->nargs,
                                 sc->nargs == 1 ? "" : "s", nin);
-        return tk_error_set(TK_EINVAL, "op '%s' takes %d to %d inputs, got %d", name, sc->nrequired, sc->nargs, nin);
+        return tk_error_set(TK_EINVAL, "op '%s' takes %d to %d arguments, got %d", name, sc->nrequired, sc->nargs,
+                            nin);
     }
     if (nout != sc->nrets || (nout && !out))
         return tk_error_set(TK_EINVAL, "op '%s' returns %d output%s, got %d output slot%s", name, sc->nrets,
                             sc->nrets == 1 ? "" : "s", nout, nout == 1 ? "" : "s");
-    /* inputs the caller left out (trailing ones with defaults) reach the op as NULL */
+    if ((rc = check_args(ctx, op, args, nin, ca, inputs)))
+        return rc;
+    /* a node records every argument when the op has scalars (their defaults included) */
+    int has_scalar = 0;
+    for (int i = 0; i < sc->nargs && i < TK_SCHEMA_MAX; i++)
+        has_scalar |= sc->kind[i] != TK_SCHEMA_TENSOR && sc->kind[i] != TK_SCHEMA_TENSOR_OPT;
+    int nrec = has_scalar ? (sc->nargs < TK_SCHEMA_MAX ? sc->nargs : TK_SCHEMA_MAX) : nin;
     for (int i = 0; i < nin; i++) {
-        inputs[i] = in[i];
-        if (!in[i] && i < sc->nrequired)
-            return null_input(ctx, op, i);
-        if (in[i] && !tracing && !same_device(in[i]->device, ctx->device))
+        tk_tensor *t = inputs[i];
+        if (t && !tracing && !same_device(t->device, ctx->device))
             return tk_error_set(TK_EINVAL, "%s of op '%s' is on '%s', the context is on '%s'",
-                                input_label(op, i, s1, sizeof s1), name, tk_device_name(in[i]->device, d1, sizeof(d1)),
+                                input_label(op, i, s1, sizeof s1), name, tk_device_name(t->device, d1, sizeof(d1)),
                                 tk_device_name(ctx->device, d2, sizeof(d2)));
-        if (in[i] && in[i]->traced && !tracing)
+        if (t && t->traced && !tracing)
             return tk_error_set(TK_EINVAL, "%s of op '%s' is a traced tensor (it has no data) and the context runs "
                                            "eagerly", input_label(op, i, s1, sizeof s1), name);
     }
@@ -330,7 +457,7 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
         if (!specs[i].set)
             return tk_error_set(TK_EINTERNAL, "the meta function of op '%s' did not set out[%d]", name, i);
     if (tracing) {
-        rc = trace_op(ctx, def, inputs, nin, out, nout, specs, allocated, file, line);
+        rc = trace_op(ctx, def, inputs, nrec, out, nout, specs, allocated, file, line);
         goto done;
     }
     for (int i = 0; i < nout; i++) {
@@ -368,30 +495,50 @@ done:
 }
 
 /* The call runs with ctx->site naming it (for the messages of requirements and the tracer's
- * nodes) and ctx->scope set to the op's registry (where its kernels, tuning and the ops it calls
- * are found); the caller's come back afterwards, as ops call ops. */
-int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
-                       int nin, tk_tensor **out, int nout)
+ * nodes), ctx->scope set to the op's registry (where its kernels, tuning and the ops it calls
+ * are found) and ctx->args holding its checked arguments (tk_arg_int...); the caller's come back
+ * afterwards, as ops call ops. */
+int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, const tk_value *args,
+                       int nargs, tk_tensor **out, int nout)
 {
     if (!ctx)
         return tk_error_set(TK_EINVAL, "tk_op_run: no context");
+    tk_call_args ca;
+    ca.op = op;
+    ca.n = op->schema.nargs < TK_SCHEMA_MAX ? op->schema.nargs : TK_SCHEMA_MAX;
     tk_site saved = ctx->site;
     tk_registry *scope = ctx->scope;
+    const tk_call_args *saved_args = ctx->args;
     ctx->site = (tk_site){op->def->name, file, line};
     ctx->scope = op->owner;
-    int rc = op_run_at(ctx, op, file, line, in, nin, out, nout);
+    ctx->args = &ca;
+    int rc = op_run_at(ctx, op, file, line, args, nargs, &ca, out, nout);
     ctx->site = saved;
     ctx->scope = scope;
+    ctx->args = saved_args;
     return rc;
+}
+
+/* Tensors as values, for the calls that pass tensors only. */
+static int tensor_values(tk_value *v, tk_tensor *const *in, int n)
+{
+    if (n < 0 || n > TK_SCHEMA_MAX)
+        return tk_error_set(TK_EINVAL, "%d arguments (at most %d)", n, TK_SCHEMA_MAX);
+    for (int i = 0; i < n; i++)
+        v[i] = tk__val_tensor(in ? in[i] : NULL);
+    return 0;
 }
 
 int tk_op_run(tk_ctx *ctx, const char *name, tk_tensor *const *in, int nin, tk_tensor **out, int nout)
 {
     tk_resolved_op op;
+    tk_value v[TK_SCHEMA_MAX];
     if (!ctx)
         return tk_error_set(TK_EINVAL, "tk_op_run: no context");
     int rc = tk_op_resolve(&op, ctx->scope, name);
-    return rc ? rc : tk_op_run_resolved(ctx, &op, NULL, 0, in, nin, out, nout);
+    if (!rc)
+        rc = tensor_values(v, in, nin);
+    return rc ? rc : tk_op_run_resolved(ctx, &op, NULL, 0, in ? v : NULL, nin, out, nout);
 }
 
 /* A call of the model failed: its line added to the message (once: a meta function's refusal
@@ -404,7 +551,7 @@ static int call_failed(tk_ctx *ctx, int rc, const char *file, int line)
     return rc;
 }
 
-int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs, tk_tensor *const *inputs,
+int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, int nargs, const tk_value *args,
                     int noutputs, tk_tensor **outputs)
 {
     tk_resolved_op op;
@@ -417,12 +564,11 @@ int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, i
         rc = tk_error_set(TK_EINVAL, "op '%s' returns %d output%s, the call has room for %d", name, op.schema.nrets,
                           op.schema.nrets == 1 ? "" : "s", noutputs);
     if (!rc)
-        rc = tk_op_run_resolved(ctx, &op, file, line, inputs, ninputs, outputs, noutputs);
+        rc = tk_op_run_resolved(ctx, &op, file, line, args, nargs, outputs, noutputs);
     return rc ? call_failed(ctx, rc, file, line) : 0;
 }
 
-tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
-                         tk_tensor *const *inputs)
+tk_tensor *tk_call_at(tk_ctx *ctx, const char *name, const char *file, int line, int nargs, const tk_value *args)
 {
     tk_resolved_op op;
     tk_tensor *out[1] = {NULL};
@@ -435,12 +581,79 @@ tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int li
         rc = tk_error_set(TK_EINVAL, "op '%s' returns %d outputs; tk_call takes ops with one (tk_call_outs takes any "
                                      "number)", name, op.schema.nrets);
     if (!rc)
-        rc = tk_op_run_resolved(ctx, &op, file, line, inputs, ninputs, out, 1);
+        rc = tk_op_run_resolved(ctx, &op, file, line, args, nargs, out, 1);
     if (rc) {
         call_failed(ctx, rc, file, line);
         return NULL;
     }
     return out[0];
+}
+
+tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
+                         tk_tensor *const *inputs)
+{
+    tk_value v[TK_SCHEMA_MAX];
+    if (tensor_values(v, inputs, ninputs)) {
+        if (ctx)
+            call_failed(ctx, TK_EINVAL, file, line);
+        return NULL;
+    }
+    return tk_call_at(ctx, name, file, line, ninputs, v);
+}
+
+/* --- scalar arguments (tk_arg_int...) --------------------------------------------------------- */
+
+static const tk_value *arg_of(tk_ctx *ctx, int i, tk_value_kind kind, const char *fn)
+{
+    char lbl[96];
+    if (!ctx || !ctx->args) {
+        tk_error_set(TK_EINVAL, "%s(%d): no op is being run on this context", fn, i);
+        return NULL;
+    }
+    const tk_call_args *ca = ctx->args;
+    if (i < 0 || i >= ca->n) {
+        tk_error_set(TK_EINVAL, "%s(%d): op '%s' has %d argument%s", fn, i, ca->op->def->name, ca->n,
+                     ca->n == 1 ? "" : "s");
+        return NULL;
+    }
+    if (ca->v[i].kind != kind) {
+        tk_error_set(TK_EINVAL, "%s(%d): %s of op '%s' is a %s", fn, i, arg_label(ca->op, i, lbl, sizeof lbl),
+                     ca->op->def->name, tk_schema_kind_name(ca->op->schema.kind[i]));
+        return NULL;
+    }
+    return &ca->v[i];
+}
+
+int64_t tk_arg_int(tk_ctx *ctx, int i)
+{
+    const tk_value *v = arg_of(ctx, i, TK_VALUE_INT, "tk_arg_int");
+    return v ? v->u.i : 0;
+}
+
+double tk_arg_float(tk_ctx *ctx, int i)
+{
+    const tk_value *v = arg_of(ctx, i, TK_VALUE_FLOAT, "tk_arg_float");
+    return v ? v->u.f : 0.0;
+}
+
+int tk_arg_bool(tk_ctx *ctx, int i)
+{
+    const tk_value *v = arg_of(ctx, i, TK_VALUE_BOOL, "tk_arg_bool");
+    return v ? (int)v->u.i : 0;
+}
+
+const char *tk_arg_str(tk_ctx *ctx, int i)
+{
+    const tk_value *v = arg_of(ctx, i, TK_VALUE_STR, "tk_arg_str");
+    return v ? v->u.s : NULL;
+}
+
+const int64_t *tk_arg_ints(tk_ctx *ctx, int i, int64_t *n)
+{
+    const tk_value *v = arg_of(ctx, i, TK_VALUE_INTS, "tk_arg_ints");
+    if (n)
+        *n = v ? v->u.ints.n : 0;
+    return v ? v->u.ints.v : NULL;
 }
 
 tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs)

@@ -58,6 +58,7 @@ typedef struct xnode {
     int in[MAX_NODE_IO];  /* value indices, -1 for an optional input left out */
     int out[MAX_NODE_IO];
     int absorbed;         /* run inside the node before it (fuse_nodes): skipped */
+    tk_value *attrs;      /* per argument: its scalar (program.json's attrs), or a tensor kind; NULL: none */
     const char *label;    /* the op name profiles show */
 } xnode;
 
@@ -1252,6 +1253,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
     const tk_exec_program *p = s->p;
     int gpu = ctx->device.kind == TK_DEVICE_CUDA, rc = 0;
     tk_tensor *in[MAX_NODE_IO], *out[MAX_NODE_IO];
+    tk_value args[MAX_NODE_IO];
     for (size_t n = 0; n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
         double t0 = 0;
@@ -1260,15 +1262,17 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
                 prof[n] = (tk_node_profile){.op = x->label};
             continue;
         }
-        for (int i = 0; i < x->nin; i++)
+        for (int i = 0; i < x->nin; i++) {
             in[i] = x->in[i] < 0 ? NULL : t[x->in[i]];
+            args[i] = x->attrs && x->attrs[i].kind != TK_VALUE_TENSOR ? x->attrs[i] : tk__val_tensor(in[i]);
+        }
         for (int o = 0; o < x->pm->nout; o++)
             out[o] = t[x->out[o]];
         if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n])))
             return rc;
         if (prof)
             t0 = now_us();
-        if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, in, x->nin, out, x->pm->nout)))
+        if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, args, x->nin, out, x->pm->nout)))
             return rc;
         double host = prof ? now_us() - t0 : 0;
         if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n + 1])))

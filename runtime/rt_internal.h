@@ -98,6 +98,7 @@ struct tk_ctx {
     /* the message of the first tk_call or tk_param of this run that failed: a NULL passed on
      * later names it, whatever succeeded in between (tk_ctx_note_failure) */
     char *first_failure;
+    const struct tk_call_args *args; /* the op being run's arguments (tk_arg_int...), or NULL */
 };
 
 /* Keeps tk_error_last() as ctx's first failure unless one is kept already. */
@@ -231,9 +232,22 @@ typedef struct tk_resolved_op {
 
 /* Resolves `name` in scope (NULL: the process registry), then in the process registry. */
 int tk_op_resolve(tk_resolved_op *out, tk_registry *scope, const char *name);
-/* Runs a resolved op as tk_op_run does (file and line: the model's call site, or NULL). */
-int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, tk_tensor *const *in,
-                       int nin, tk_tensor **out, int nout);
+/* The arguments of the op being run, checked against its schema with the defaults filled in
+ * (runtime/dispatch.c): what tk_arg_int... read and the tracer records. */
+typedef struct tk_call_args {
+    const tk_resolved_op *op;
+    int n;                 /* the schema's arguments (at most TK_SCHEMA_MAX) */
+    tk_value v[TK_SCHEMA_MAX];
+    int64_t ints[256];     /* the int[] defaults' storage */
+    int nints;
+    char str[512];         /* the str defaults' storage */
+    size_t nstr;
+} tk_call_args;
+
+/* Runs a resolved op as tk_op_run does, with any arguments (file and line: the model's call
+ * site, or NULL). */
+int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, int line, const tk_value *args,
+                       int nargs, tk_tensor **out, int nout);
 
 /* The built-in that runs tk::linear (`linear`) and the op after it (`next`, tk::gelu of its
  * result or tk::add of it and a tensor of its shape) as one (kernels/linear.c): tk::_linear_gelu

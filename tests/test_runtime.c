@@ -632,8 +632,8 @@ static void dispatch__refuses_input_and_output_counts_that_differ_from_the_schem
     tk_tensor *x = f32_tensor(1, shape, NULL);
     tk_tensor *in[3] = {x, x, x};
     tk_tensor *out[2] = {NULL, NULL};
-    tk_assert_fails(tk_op_run(ctx, "test::addmul", in, 1, out, 2), TK_EINVAL, "op 'test::addmul' takes 2 inputs, got 1");
-    assert_string_equal(tk_error_last(), "op 'test::addmul' takes 2 inputs, got 1");
+    tk_assert_fails(tk_op_run(ctx, "test::addmul", in, 1, out, 2), TK_EINVAL, "op 'test::addmul' takes 2 arguments, got 1");
+    assert_string_equal(tk_error_last(), "op 'test::addmul' takes 2 arguments, got 1");
     tk_assert_fails(tk_op_run(ctx, "test::scale2", in, 2, out, 1), TK_EINVAL, "op 'test::scale2' takes 1 input, got 2");
     tk_assert_fails(tk_op_run(ctx, "test::addmul", in, 2, out, 1), TK_EINVAL,
                     "op 'test::addmul' returns 2 outputs, got 1 output slot");

@@ -200,26 +200,98 @@ static inline tk_arg tk__arg_ptr(const void *p) { tk_arg a = {TK_ARG_PTR, (uint3
 int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block,
                    int nargs, const tk_arg *args);
 
-/* Calls another op through the registry: tk_call(ctx, "ns::name", inputs...). Outputs are
+/* --- calling ops, with tensors and scalar arguments ----------------------------------------
+ * A schema's arguments are tensors ("Tensor x", "Tensor? bias=None": NULL allowed) and scalars:
+ *   int n=4      float eps=1e-05      bool causal=False      str mode="tanh"      int[] dims=[0, 2]
+ * A call passes them in the schema's order, each boxed in a tk_value by its C type (tk_call does
+ * it): a tk_tensor * (or NULL) is a tensor, an integer type an int, float and double a float,
+ * _Bool a bool, a string a str, TK_INTS(0, 2) an int[]. An int is accepted for a float, 0 or 1
+ * for a bool. Trailing arguments left out take their schema defaults. Each argument is checked
+ * against the schema's type (one-line error naming it: "argument 'eps' (in[2]) of op 'ns::rms'
+ * is a float, got a str"). The op's body, meta function and CPU fallback find tensor argument i
+ * at in[i] (NULL at a scalar's index) and scalar argument i with tk_arg_int(ctx, i) and the
+ * others below: one numbering for both. A traced program records the scalars of every node in
+ * program.json ("attrs"), and a package's run passes them again. */
+typedef enum tk_value_kind {
+    TK_VALUE_TENSOR, /* u.tensor: may be NULL */
+    TK_VALUE_INT,    /* u.i */
+    TK_VALUE_FLOAT,  /* u.f */
+    TK_VALUE_BOOL,   /* u.i: 0 or 1 */
+    TK_VALUE_STR,    /* u.s */
+    TK_VALUE_INTS    /* u.ints: n values at v */
+} tk_value_kind;
+
+typedef struct tk_value {
+    tk_value_kind kind;
+    union {
+        tk_tensor *tensor;
+        int64_t i;
+        double f;
+        const char *s;
+        struct {
+            const int64_t *v;
+            int64_t n;
+        } ints;
+    } u;
+} tk_value;
+
+static inline tk_value tk__val_tensor(const tk_tensor *t) { tk_value v; v.kind = TK_VALUE_TENSOR; v.u.tensor = (tk_tensor *)t; return v; }
+static inline tk_value tk__val_null(const void *p) { tk_value v; (void)p; v.kind = TK_VALUE_TENSOR; v.u.tensor = 0; return v; }
+static inline tk_value tk__val_int(long long x) { tk_value v; v.kind = TK_VALUE_INT; v.u.i = x; return v; }
+static inline tk_value tk__val_uint(unsigned long long x) { tk_value v; v.kind = TK_VALUE_INT; v.u.i = (int64_t)x; return v; }
+static inline tk_value tk__val_float(double x) { tk_value v; v.kind = TK_VALUE_FLOAT; v.u.f = x; return v; }
+static inline tk_value tk__val_bool(int x) { tk_value v; v.kind = TK_VALUE_BOOL; v.u.i = x != 0; return v; }
+static inline tk_value tk__val_str(const char *s) { tk_value v; v.kind = TK_VALUE_STR; v.u.s = s; return v; }
+static inline tk_value tk__val_same(tk_value v) { return v; }
+static inline tk_value tk__val_ints(const int64_t *p, int64_t n) { tk_value v; v.kind = TK_VALUE_INTS; v.u.ints.v = p; v.u.ints.n = n; return v; }
+
+/* TK_BOOL(x): a bool, whatever x's C type; TK_INTS(1, 2): an int[] (TK_INTS_N(ptr, n) from an
+ * array). */
+#define TK_BOOL(x) tk__val_bool(!!(x))
+#define TK_INTS_N(ptr, n) tk__val_ints((ptr), (n))
+#ifndef __cplusplus
+#define TK_INTS(...) tk__val_ints((const int64_t[]){__VA_ARGS__}, TK__NARG(__VA_ARGS__))
+#define TK_VALUE(x) _Generic((x),                                                  \
+    tk_tensor *: tk__val_tensor, const tk_tensor *: tk__val_tensor, void *: tk__val_null, \
+    _Bool: tk__val_bool, char: tk__val_int, signed char: tk__val_int,               \
+    unsigned char: tk__val_uint, short: tk__val_int, unsigned short: tk__val_uint,   \
+    int: tk__val_int, unsigned int: tk__val_uint, long: tk__val_int,                \
+    unsigned long: tk__val_uint, long long: tk__val_int, unsigned long long: tk__val_uint, \
+    float: tk__val_float, double: tk__val_float,                                    \
+    char *: tk__val_str, const char *: tk__val_str, tk_value: tk__val_same)(x)
+
+/* Calls another op through the registry: tk_call(ctx, "ns::name", args...). Outputs are
  * allocated from the callee's meta function; returns its first output (owned by the caller),
  * or NULL with the error in tk_error_last(). */
 #define tk_call(ctx, name, ...)                                                     \
-    tk_call_op_at((ctx), (name), __FILE__, __LINE__, TK__NARG(__VA_ARGS__),         \
-                  (tk_tensor *const[]){__VA_ARGS__})
-tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs);
-/* tk_call_op with the caller's source location, which a traced program records per node. */
-tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
-                         tk_tensor *const *inputs);
+    tk_call_at((ctx), (name), __FILE__, __LINE__, TK__NARG(__VA_ARGS__),            \
+               (const tk_value[]){TK__MAP(TK_VALUE, __VA_ARGS__)})
 
-/* An op with any number of outputs: tk_call_outs(ctx, "ns::name", outs, n, inputs...) fills
+/* An op with any number of outputs: tk_call_outs(ctx, "ns::name", outs, n, args...) fills
  * outs[0..n-1] in the schema's order of returns (owned by the caller; n must be the op's count)
  * and returns 0, or a negative tk_error_code with every outs[i] NULL. The model's line is
  * recorded per node, as tk_call's. */
 #define tk_call_outs(ctx, name, outs, n, ...)                                       \
     tk_call_outs_at((ctx), (name), __FILE__, __LINE__, TK__NARG(__VA_ARGS__),       \
-                    (tk_tensor *const[]){__VA_ARGS__}, (n), (outs))
-int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs, tk_tensor *const *inputs,
+                    (const tk_value[]){TK__MAP(TK_VALUE, __VA_ARGS__)}, (n), (outs))
+#endif
+tk_tensor *tk_call_at(tk_ctx *ctx, const char *name, const char *file, int line, int nargs, const tk_value *args);
+int tk_call_outs_at(tk_ctx *ctx, const char *name, const char *file, int line, int nargs, const tk_value *args,
                     int noutputs, tk_tensor **outputs);
+
+/* Tensors only (the calls of earlier releases): tk_call_at with every argument a tensor. */
+tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *const *inputs);
+tk_tensor *tk_call_op_at(tk_ctx *ctx, const char *name, const char *file, int line, int ninputs,
+                         tk_tensor *const *inputs);
+
+/* Scalar argument i of the op being run (its body, meta function or CPU fallback), checked by
+ * dispatch against the schema. Asked of another kind, of a tensor, or outside a call: 0 (NULL)
+ * with the error set. tk_arg_ints gives the count in *n. */
+int64_t tk_arg_int(tk_ctx *ctx, int i);
+double tk_arg_float(tk_ctx *ctx, int i);
+int tk_arg_bool(tk_ctx *ctx, int i);
+const char *tk_arg_str(tk_ctx *ctx, int i);
+const int64_t *tk_arg_ints(tk_ctx *ctx, int i, int64_t *n);
 
 /* The three functions an op may have: the body (CUDA launches through tk_wrap), the CPU
  * fallback (same signature, CPU tensors) and the meta function (the shape rule). */
@@ -468,6 +540,43 @@ static inline int tk__wrap(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, t
     return tk_wrap_launch(ctx, kernel, grid, block, (int)sizeof...(A), args);
 }
 #define tk_wrap(ctx, kernel, grid, block, ...) tk__wrap((ctx), (kernel), (grid), (block), __VA_ARGS__)
+
+/* tk_call and tk_call_outs in C++: the same boxing by overloading. */
+static inline tk_value tk__val(tk_tensor *t) { return tk__val_tensor(t); }
+static inline tk_value tk__val(const tk_tensor *t) { return tk__val_tensor(t); }
+static inline tk_value tk__val(decltype(nullptr)) { return tk__val_null(0); }
+static inline tk_value tk__val(bool x) { return tk__val_bool(x); }
+static inline tk_value tk__val(char x) { return tk__val_int(x); }
+static inline tk_value tk__val(signed char x) { return tk__val_int(x); }
+static inline tk_value tk__val(unsigned char x) { return tk__val_uint(x); }
+static inline tk_value tk__val(short x) { return tk__val_int(x); }
+static inline tk_value tk__val(unsigned short x) { return tk__val_uint(x); }
+static inline tk_value tk__val(int x) { return tk__val_int(x); }
+static inline tk_value tk__val(unsigned int x) { return tk__val_uint(x); }
+static inline tk_value tk__val(long x) { return tk__val_int(x); }
+static inline tk_value tk__val(unsigned long x) { return tk__val_uint(x); }
+static inline tk_value tk__val(long long x) { return tk__val_int(x); }
+static inline tk_value tk__val(unsigned long long x) { return tk__val_uint(x); }
+static inline tk_value tk__val(float x) { return tk__val_float(x); }
+static inline tk_value tk__val(double x) { return tk__val_float(x); }
+static inline tk_value tk__val(const char *s) { return tk__val_str(s); }
+static inline tk_value tk__val(tk_value v) { return v; }
+
+template <typename... A>
+static inline tk_tensor *tk__call(tk_ctx *ctx, const char *name, const char *file, int line, A... a)
+{
+    const tk_value args[sizeof...(A) ? sizeof...(A) : 1] = {tk__val(a)...};
+    return tk_call_at(ctx, name, file, line, (int)sizeof...(A), args);
+}
+template <typename... A>
+static inline int tk__call_outs(tk_ctx *ctx, const char *name, const char *file, int line, tk_tensor **outs, int n,
+                                A... a)
+{
+    const tk_value args[sizeof...(A) ? sizeof...(A) : 1] = {tk__val(a)...};
+    return tk_call_outs_at(ctx, name, file, line, (int)sizeof...(A), args, n, outs);
+}
+#define tk_call(ctx, name, ...) tk__call((ctx), (name), __FILE__, __LINE__, __VA_ARGS__)
+#define tk_call_outs(ctx, name, outs, n, ...) tk__call_outs((ctx), (name), __FILE__, __LINE__, (outs), (n), __VA_ARGS__)
 #endif
 
 #endif
