@@ -634,11 +634,11 @@ static void dispatch__refuses_input_and_output_counts_that_differ_from_the_schem
     tk_tensor *out[2] = {NULL, NULL};
     tk_assert_fails(tk_op_run(ctx, "test::addmul", in, 1, out, 2), TK_EINVAL, "op 'test::addmul' takes 2 arguments, got 1");
     assert_string_equal(tk_error_last(), "op 'test::addmul' takes 2 arguments, got 1");
-    tk_assert_fails(tk_op_run(ctx, "test::scale2", in, 2, out, 1), TK_EINVAL, "op 'test::scale2' takes 1 input, got 2");
+    tk_assert_fails(tk_op_run(ctx, "test::scale2", in, 2, out, 1), TK_EINVAL, "op 'test::scale2' takes 1 argument, got 2");
     tk_assert_fails(tk_op_run(ctx, "test::addmul", in, 2, out, 1), TK_EINVAL,
                     "op 'test::addmul' returns 2 outputs, got 1 output slot");
     tk_assert_fails(tk_op_run(ctx, "test::addopt", in, 3, out, 1), TK_EINVAL,
-                    "op 'test::addopt' takes 1 to 2 inputs, got 3");
+                    "op 'test::addopt' takes 1 to 2 arguments, got 3");
     assert_null(out[0]);
     assert_null(out[1]);
     tk_tensor_free(x);
