@@ -2,6 +2,7 @@
  * parameter; one symbol per dynamic dimension name; guards simplified against the symbols'
  * ranges into nothing, a narrowed range, a recorded guard or a constraint error. */
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,6 +170,67 @@ static int note_op(tracer *t, const tk_op_def *def)
     return op->file ? 0 : fail(t, TK_ENOMEM, "out of memory");
 }
 
+/* The node's scalar arguments (ctx->args, checked against the schema with the defaults filled
+ * in) as its attrs, by the schema's names. */
+static int record_attrs(tracer *t, tk_ctx *ctx, tk_pm_node *n, int nin, const char *rel, int line)
+{
+    const tk_call_args *ca = ctx->args;
+    int nscalar = 0;
+    if (!ca)
+        return 0;
+    for (int i = 0; i < nin && i < ca->n; i++)
+        nscalar += ca->v[i].kind != TK_VALUE_TENSOR;
+    if (!nscalar)
+        return 0;
+    tk_pm_attr *a = tk_pm_node_attrs(t->m, n, nscalar);
+    if (!a)
+        return fail(t, TK_ENOMEM, "out of memory");
+    for (int i = 0; i < nin && i < ca->n; i++) {
+        const tk_value *v = &ca->v[i];
+        char nm[64];
+        if (v->kind == TK_VALUE_TENSOR)
+            continue;
+        tk_schema_arg_name(ca->op->def->schema, &ca->op->schema, i, nm, sizeof nm);
+        if (!(a->name = tk_pm_strdup(t->m, nm)))
+            return fail(t, TK_ENOMEM, "out of memory");
+        a->arg = i;
+        a->kind = v->kind;
+        switch (v->kind) {
+        case TK_VALUE_FLOAT:
+            if (!isfinite(v->u.f))
+                return fail(t, TK_EINVAL, "argument '%s' (in[%d]) of op '%s' at %s:%d is %g; a program holds finite "
+                            "floats only", nm, i, ca->op->def->name, rel, line, v->u.f);
+            a->f = v->u.f;
+            break;
+        case TK_VALUE_STR:
+            if (!(a->s = tk_pm_strdup(t->m, v->u.s)))
+                return fail(t, TK_ENOMEM, "out of memory");
+            break;
+        case TK_VALUE_INTS:
+            if (v->u.ints.n > 1024)
+                return fail(t, TK_EINVAL, "argument '%s' (in[%d]) of op '%s' at %s:%d holds %lld ints; a program holds "
+                            "at most 1024", nm, i, ca->op->def->name, rel, line, (long long)v->u.ints.n);
+            a->nints = (int)v->u.ints.n;
+            if (!(a->ints = tk_pm_alloc(t->m, sizeof(int64_t) * (size_t)(a->nints ? a->nints : 1))))
+                return fail(t, TK_ENOMEM, "out of memory");
+            for (int k = 0; k < a->nints; k++) {
+                if (v->u.ints.v[k] > TK_PM_INT_MAX || v->u.ints.v[k] < -TK_PM_INT_MAX)
+                    return fail(t, TK_EINVAL, "argument '%s' (in[%d]) of op '%s' at %s:%d: %lld is beyond +-2^53",
+                                nm, i, ca->op->def->name, rel, line, (long long)v->u.ints.v[k]);
+                a->ints[k] = v->u.ints.v[k];
+            }
+            break;
+        default:
+            if (v->kind == TK_VALUE_INT && (v->u.i > TK_PM_INT_MAX || v->u.i < -TK_PM_INT_MAX))
+                return fail(t, TK_EINVAL, "argument '%s' (in[%d]) of op '%s' at %s:%d: %lld is beyond +-2^53", nm, i,
+                            ca->op->def->name, rel, line, (long long)v->u.i);
+            a->i = v->u.i;
+        }
+        a++;
+    }
+    return 0;
+}
+
 /* --- the hooks ----------------------------------------------------------------------------- */
 
 static int on_op(void *self, tk_ctx *ctx, const tk_op_def *op, tk_tensor *const *in, int nin, tk_tensor *const *out,
@@ -187,9 +249,9 @@ static int on_op(void *self, tk_ctx *ctx, const tk_op_def *op, tk_tensor *const 
     for (int i = 0; i < nin; i++)
         if (in[i] && !in[i]->traced)
             return fail(t, TK_EINVAL,
-                        "input %d of op '%s' at %s:%d is a tensor the model made itself; a program's values come "
-                        "from its inputs, its parameters (tk_param) and ops",
-                        i + 1, op->name, rel, line);
+                        "input in[%d] of op '%s' at %s:%d is a tensor the model made itself; a program's values "
+                        "come from its inputs, its parameters (tk_param) and ops",
+                        i, op->name, rel, line);
     int rc = note_op(t, op);
     if (rc)
         return rc;
@@ -199,9 +261,11 @@ static int on_op(void *self, tk_ctx *ctx, const tk_op_def *op, tk_tensor *const 
     n->file = rel;
     for (int i = 0; i < nin; i++)
         n->inputs[i] = in[i] ? in[i]->trace_id : -1;
+    if ((rc = record_attrs(t, ctx, n, nin, rel, line)))
+        return rc;
     for (int i = 0; i < nout; i++) {
         char what[160];
-        snprintf(what, sizeof what, "output %d of op '%s' at %s:%d", i + 1, op->name, rel, line);
+        snprintf(what, sizeof what, "output out[%d] of op '%s' at %s:%d", i, op->name, rel, line);
         out[i]->trace_id = t->next_id++;
         if ((rc = record_value(t, &n->outputs[i], out[i], what)))
             return rc;

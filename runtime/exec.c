@@ -202,6 +202,24 @@ static int link_nodes(tk_exec_program *p)
         }
         for (int o = 0; o < pn->nout; o++)
             x->out[o] = find_value(p, pn->outputs[o].id);
+        if (pn->nattrs) { /* the scalars at their argument's index (the reader checked them) */
+            if (!(x->attrs = calloc((size_t)pn->nin, sizeof(tk_value))))
+                return tk_error_set(TK_ENOMEM, "out of memory");
+            for (int a = 0; a < pn->nattrs; a++) {
+                const tk_pm_attr *at = &pn->attrs[a];
+                if (at->arg < 0 || at->arg >= pn->nin)
+                    return tk_error_set(TK_EINVAL, "%s: node %zu (op '%s'): attribute '%s' is argument %d of %d",
+                                        p->origin, n, pn->op, at->name, at->arg, pn->nin);
+                tk_value *v = &x->attrs[at->arg];
+                switch (at->kind) {
+                case TK_VALUE_FLOAT: *v = tk__val_float(at->f); break;
+                case TK_VALUE_BOOL: *v = tk__val_bool((int)at->i); break;
+                case TK_VALUE_STR: *v = tk__val_str(at->s); break;
+                case TK_VALUE_INTS: *v = tk__val_ints(at->ints, at->nints); break;
+                default: *v = tk__val_int(at->i); break;
+                }
+            }
+        }
     }
     for (size_t i = 0; i < m->noutputs; i++) {
         int v = find_value(p, m->outputs[i].id);
@@ -253,7 +271,8 @@ static int fuse_nodes(tk_exec_program *p)
     for (size_t n = 0; n + 1 < nn; n++) {
         xnode *a = &p->nodes[n], *b = &p->nodes[n + 1];
         const tk_op_def *fused = tk_linear_fused_def(a->op.def, b->op.def);
-        if (!fused || a->absorbed || a->pm->nout != 1 || b->pm->nout != 1 || a->nin + 1 > MAX_NODE_IO)
+        if (!fused || a->absorbed || a->attrs || b->attrs || a->pm->nout != 1 || b->pm->nout != 1 ||
+            a->nin + 1 > MAX_NODE_IO)
             continue;
         int h = a->out[0], r = -1;
         if (p->values[h].output >= 0 || readers(p, h) != 1)
@@ -428,6 +447,8 @@ void tk_exec_program_free(tk_exec_program *p)
     tk_ctx_free(p->symctx);
     free(p->symnames);
     free(p->values);
+    for (size_t n = 0; p->nodes && n < p->m->nnodes; n++)
+        free(p->nodes[n].attrs);
     free(p->nodes);
     free(p->labels);
     free(p->outputs);

@@ -1,5 +1,6 @@
 /* The in-memory program model: an arena for its strings and small arrays, appenders for its
  * tables, lookups and the shape formatting every output shares. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <tk/error.h>
@@ -169,6 +170,16 @@ tk_pm_node *tk_pm_add_node(tk_program_model *m, const char *op, int nin, int nou
     return n;
 }
 
+tk_pm_attr *tk_pm_node_attrs(tk_program_model *m, tk_pm_node *n, int nattrs)
+{
+    tk_pm_attr *a = tk_pm_alloc(m, sizeof(tk_pm_attr) * (size_t)(nattrs > 0 ? nattrs : 1));
+    if (a) {
+        n->attrs = a;
+        n->nattrs = nattrs;
+    }
+    return a;
+}
+
 tk_pm_op *tk_pm_add_op(tk_program_model *m, const char *name)
 {
     char *nm = tk_pm_strdup(m, name);
@@ -281,6 +292,43 @@ void tk_pm_sort(tk_program_model *m)
     for (size_t i = 0; i < m->nops; i++)
         if (m->ops[i].nkernels)
             qsort(m->ops[i].kernels, m->ops[i].nkernels, sizeof(char *), cmp_str);
+}
+
+const char *tk_pm_format_float(char *buf, size_t n, double f)
+{
+    if (f != f || (f == f * 2 && f != 0)) { /* NaN, +-inf: no JSON number; the schema's spelling */
+        snprintf(buf, n, "%s", f != f ? "nan" : f > 0 ? "inf" : "-inf");
+        return buf;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(buf, n, "%.*g", prec, f);
+        if (strtod(buf, NULL) == f)
+            break;
+    }
+    if (!strpbrk(buf, ".e"))
+        snprintf(buf + strlen(buf), n - strlen(buf), ".0");
+    return buf;
+}
+
+int tk_pm_format_attr(tk_strbuf *sb, const tk_pm_attr *a)
+{
+    char num[40];
+    int rc = tk_strbuf_addf(sb, "%s=", a->name);
+    switch (a->kind) {
+    case TK_VALUE_INT: return rc ? rc : tk_strbuf_addf(sb, "%lld", (long long)a->i);
+    case TK_VALUE_FLOAT: return rc ? rc : tk_strbuf_adds(sb, tk_pm_format_float(num, sizeof num, a->f));
+    case TK_VALUE_BOOL: return rc ? rc : tk_strbuf_adds(sb, a->i ? "True" : "False");
+    case TK_VALUE_STR: {
+        char q = strchr(a->s, '"') ? '\'' : '"';
+        return rc ? rc : tk_strbuf_addf(sb, "%c%s%c", q, a->s, q);
+    }
+    case TK_VALUE_INTS:
+        rc = rc ? rc : tk_strbuf_adds(sb, "[");
+        for (int i = 0; i < a->nints && !rc; i++)
+            rc = tk_strbuf_addf(sb, "%s%lld", i ? ", " : "", (long long)a->ints[i]);
+        return rc ? rc : tk_strbuf_adds(sb, "]");
+    default: return rc ? rc : tk_strbuf_adds(sb, "?");
+    }
 }
 
 int tk_pm_format_shape(tk_strbuf *sb, const tk_pm_value *v)

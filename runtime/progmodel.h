@@ -12,7 +12,10 @@
 #include "strbuf.h"
 
 #define TK_TKPROG_FORMAT "tkprog"
-#define TK_TKPROG_VERSION 1
+/* The version written: 2 when a node has scalar attributes, else 1 (which readers before
+ * attributes also read). Readers take both. */
+#define TK_TKPROG_VERSION 2
+#define TK_TKPROG_VERSION_MIN 1
 
 /* Integers in program.json are JSON numbers: the model keeps dims, ranges and ids within
  * +-2^53 so that every reader (cJSON keeps numbers as doubles) reads them exactly. */
@@ -42,7 +45,21 @@ typedef struct tk_pm_symbol {
     int64_t min, max;
 } tk_pm_symbol;
 
-/* One op call, in program order. inputs[i] is a value id, or -1 for an optional input left out. */
+/* A scalar argument of a node ("attrs" in program.json): the schema's argument `arg`, by name,
+ * with its value of the schema's type (int, float, bool, str or int[]). */
+typedef struct tk_pm_attr {
+    char *name;
+    int arg;
+    tk_value_kind kind; /* TK_VALUE_INT, _FLOAT, _BOOL, _STR or _INTS */
+    int64_t i;          /* int, bool */
+    double f;           /* float */
+    char *s;            /* str */
+    int64_t *ints;      /* int[] */
+    int nints;
+} tk_pm_attr;
+
+/* One op call, in program order. inputs[i] is a value id, or -1 for an optional input left out
+ * or for a scalar argument (its value is among attrs). */
 typedef struct tk_pm_node {
     char *op;
     int nin;
@@ -51,6 +68,8 @@ typedef struct tk_pm_node {
     tk_pm_value *outputs;
     char *file; /* the model's source line that called the op */
     int line;
+    int nattrs;
+    tk_pm_attr *attrs; /* in argument order */
 } tk_pm_node;
 
 /* An entry of the op table: what a later stage needs to compile the op. Built-in ops (those of
@@ -126,6 +145,8 @@ tk_pm_value *tk_pm_add_param(tk_program_model *m);
 tk_pm_value *tk_pm_add_output(tk_program_model *m);
 tk_pm_node *tk_pm_add_node(tk_program_model *m, const char *op, int nin, int nout, const char *file, int line);
 tk_pm_op *tk_pm_add_op(tk_program_model *m, const char *name);
+/* n's attribute array of nattrs zeroed entries (owned by the model). */
+tk_pm_attr *tk_pm_node_attrs(tk_program_model *m, tk_pm_node *n, int nattrs);
 tk_pm_source *tk_pm_add_source(tk_program_model *m, const char *path, const void *data, size_t len);
 tk_pm_tune *tk_pm_add_tune(tk_program_model *m, const char *kernel);
 /* Adds s unless the list already holds it. */
@@ -139,6 +160,12 @@ const tk_pm_value *tk_pm_find_value(const tk_program_model *m, int id);
 
 /* Sorts the op table by name and the sources by path (the order program.json records). */
 void tk_pm_sort(tk_program_model *m);
+
+/* "eps=1e-05", "causal=True", "mode='tanh'", "dims=[0, 2]" into sb (the schema's notation). */
+int tk_pm_format_attr(tk_strbuf *sb, const tk_pm_attr *a);
+/* A float as the shortest text that reads back to the same double, with a '.' or an exponent
+ * ("1.0", "1e-05", "0.1"); into buf of at least 32 bytes. */
+const char *tk_pm_format_float(char *buf, size_t n, double f);
 
 /* "bf16[batch, 128]" into sb. */
 int tk_pm_format_shape(tk_strbuf *sb, const tk_pm_value *v);

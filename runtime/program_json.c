@@ -99,6 +99,27 @@ static void value(jw *w, const tk_pm_value *v, int named)
     put(w, "}");
 }
 
+/* "name": value, in the JSON type of its kind (a float always with a '.' or an exponent). */
+static void attr(jw *w, const tk_pm_attr *a, int j)
+{
+    char num[40];
+    if (j)
+        put(w, ", ");
+    str(w, a->name);
+    put(w, ": ");
+    switch (a->kind) {
+    case TK_VALUE_INT: putf(w, "%lld", (long long)a->i); break;
+    case TK_VALUE_FLOAT: put(w, tk_pm_format_float(num, sizeof num, a->f)); break;
+    case TK_VALUE_BOOL: put(w, a->i ? "true" : "false"); break;
+    case TK_VALUE_STR: str(w, a->s); break;
+    default:
+        put(w, "[");
+        for (int i = 0; i < a->nints; i++)
+            putf(w, i ? ", %lld" : "%lld", (long long)a->ints[i]);
+        put(w, "]");
+    }
+}
+
 static void open_list(jw *w, const char *key, size_t n)
 {
     put(w, ",\n  ");
@@ -128,7 +149,10 @@ int tk_program_json_write(char **out, const tk_program_model *m)
     *out = NULL;
     put(&w, "{\n  \"format\": ");
     str(&w, TK_TKPROG_FORMAT);
-    putf(&w, ",\n  \"version\": %d,\n  \"program\": ", TK_TKPROG_VERSION);
+    int has_attrs = 0;
+    for (size_t i = 0; i < m->nnodes; i++)
+        has_attrs |= m->nodes[i].nattrs > 0;
+    putf(&w, ",\n  \"version\": %d,\n  \"program\": ", has_attrs ? TK_TKPROG_VERSION : TK_TKPROG_VERSION_MIN);
     str(&w, m->name);
 
     open_list(&w, "symbols", m->nsymbols);
@@ -178,7 +202,10 @@ int tk_program_json_write(char **out, const tk_program_model *m)
                 put(&w, ", ");
             value(&w, &n->outputs[j], 0);
         }
-        put(&w, "], \"attrs\": {}, \"source\": {\"file\": ");
+        put(&w, "], \"attrs\": {");
+        for (int j = 0; j < n->nattrs; j++)
+            attr(&w, &n->attrs[j], j);
+        put(&w, "}, \"source\": {\"file\": ");
         str(&w, n->file);
         putf(&w, ", \"line\": %d}}", n->line);
         item_sep(&w, i, m->nnodes);
@@ -281,6 +308,7 @@ typedef struct jr {
     const char **names;   /* the symbols, to parse expressions against */
     tk_sym *vars;
     int nvars;
+    int version;
 } jr;
 
 static int bad(const jr *r, const char *fmt, ...)
@@ -549,8 +577,10 @@ static int read_nodes(jr *r, const cJSON *doc)
             (rc = get_array(r, o, "outputs", &outs, where)))
             return rc;
         attrs = field(o, "attrs");
-        if (!cJSON_IsObject(attrs) || attrs->child)
-            return bad(r, "%s: 'attrs' must be an empty object in version %d", where, TK_TKPROG_VERSION);
+        if (!cJSON_IsObject(attrs))
+            return bad(r, "%s: 'attrs' is missing or not an object", where);
+        if (attrs->child && r->version < 2)
+            return bad(r, "%s: 'attrs' must be an empty object in version %d", where, r->version);
         src = field(o, "source");
         snprintf(sub, sizeof sub, "%s.source", where);
         if (!cJSON_IsObject(src))
@@ -674,6 +704,112 @@ static int is_hex64(const char *s)
         if (!((s[n] >= '0' && s[n] <= '9') || (s[n] >= 'a' && s[n] <= 'f')))
             return 0;
     return n == 64;
+}
+
+/* One attribute's JSON value as the schema's type says (kind: TK_SCHEMA_INT...). */
+static int read_attr(jr *r, const cJSON *x, int kind, tk_pm_attr *a, const char *where)
+{
+    switch (kind) {
+    case TK_SCHEMA_INT:
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || fabs(x->valuedouble) > TK_PM_INT_MAX)
+            return bad(r, "%s is not an int within +-2^53", where);
+        a->kind = TK_VALUE_INT;
+        a->i = (int64_t)x->valuedouble;
+        return 0;
+    case TK_SCHEMA_FLOAT:
+        if (!cJSON_IsNumber(x))
+            return bad(r, "%s is not a number (the schema says float)", where);
+        a->kind = TK_VALUE_FLOAT;
+        a->f = x->valuedouble;
+        return 0;
+    case TK_SCHEMA_BOOL:
+        if (!cJSON_IsBool(x))
+            return bad(r, "%s is not true or false (the schema says bool)", where);
+        a->kind = TK_VALUE_BOOL;
+        a->i = cJSON_IsTrue(x);
+        return 0;
+    case TK_SCHEMA_STR:
+        if (!cJSON_IsString(x))
+            return bad(r, "%s is not a string (the schema says str)", where);
+        a->kind = TK_VALUE_STR;
+        return (a->s = tk_pm_strdup(r->m, x->valuestring)) ? 0 : TK_ENOMEM;
+    case TK_SCHEMA_INTS: {
+        int n = cJSON_IsArray(x) ? cJSON_GetArraySize(x) : -1;
+        if (n < 0 || n > 1024)
+            return bad(r, "%s is not an array of at most 1024 ints (the schema says int[])", where);
+        a->kind = TK_VALUE_INTS;
+        a->nints = n;
+        if (!(a->ints = tk_pm_alloc(r->m, sizeof(int64_t) * (size_t)(n ? n : 1))))
+            return TK_ENOMEM;
+        for (int i = 0; i < n; i++) {
+            const cJSON *e = cJSON_GetArrayItem(x, i);
+            if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || fabs(e->valuedouble) > TK_PM_INT_MAX)
+                return bad(r, "%s[%d] is not an int within +-2^53", where, i);
+            a->ints[i] = (int64_t)e->valuedouble;
+        }
+        return 0;
+    }
+    default: return bad(r, "%s: the schema gives it a type attributes cannot hold", where);
+    }
+}
+
+/* Each node's "attrs" against its op's schema (in the op table): one entry per scalar argument
+ * the node passes, named as the schema names it, of the schema's type, and nothing else. */
+static int read_attrs(jr *r, const cJSON *doc)
+{
+    const cJSON *arr = field(doc, "nodes");
+    for (size_t i = 0; i < r->m->nnodes; i++) {
+        tk_pm_node *node = &r->m->nodes[i];
+        const cJSON *attrs = field(cJSON_GetArrayItem(arr, (int)i), "attrs");
+        const tk_pm_op *op = tk_pm_find_op(r->m, node->op);
+        tk_schema sc;
+        char why[200], where[200], nm[64];
+        if (!op) {
+            if (!attrs->child)
+                continue;
+            return bad(r, "nodes[%zu] has attrs, but its op '%s' is not in the op table", i, node->op);
+        }
+        if (tk_schema_parse(op->schema, &sc, why, sizeof why))
+            return bad(r, "op '%s': schema '%s': %s", op->name, op->schema, why);
+        int nscalar = 0;
+        for (int j = 0; j < node->nin && j < sc.nargs && j < TK_SCHEMA_MAX; j++)
+            nscalar += sc.kind[j] != TK_SCHEMA_TENSOR && sc.kind[j] != TK_SCHEMA_TENSOR_OPT;
+        if (!nscalar && !attrs->child)
+            continue;
+        if (node->nin > sc.nargs)
+            return bad(r, "nodes[%zu] passes %d arguments; op '%s' takes %d", i, node->nin, op->name, sc.nargs);
+        tk_pm_attr *a = tk_pm_node_attrs(r->m, node, nscalar);
+        if (!a)
+            return TK_ENOMEM;
+        for (int j = 0; j < node->nin; j++) {
+            int kind = sc.kind[j];
+            if (kind == TK_SCHEMA_TENSOR || kind == TK_SCHEMA_TENSOR_OPT)
+                continue;
+            tk_schema_arg_name(op->schema, &sc, j, nm, sizeof nm);
+            const cJSON *x = field(attrs, nm);
+            snprintf(where, sizeof where, "nodes[%zu].attrs.%s", i, nm);
+            if (!x)
+                return bad(r, "nodes[%zu]: attrs lack '%s', argument %d of op '%s' (a %s)", i, nm, j, op->name,
+                           tk_schema_kind_name(kind));
+            if (node->inputs[j] >= 0)
+                return bad(r, "nodes[%zu]: inputs[%d] is a value id, but argument '%s' of op '%s' is a %s", i, j, nm,
+                           op->name, tk_schema_kind_name(kind));
+            a->arg = j;
+            int rc = (a->name = tk_pm_strdup(r->m, nm)) ? read_attr(r, x, kind, a, where) : TK_ENOMEM;
+            if (rc)
+                return rc;
+            a++;
+        }
+        for (const cJSON *x = attrs->child; x; x = x->next) {
+            int known = 0;
+            for (int k = 0; k < node->nattrs; k++)
+                known |= !strcmp(node->attrs[k].name, x->string);
+            if (!known)
+                return bad(r, "nodes[%zu].attrs has '%s', which is no scalar argument the node passes to op '%s'", i,
+                           x->string, op->name);
+        }
+    }
+    return 0;
 }
 
 static int read_sources(jr *r, const cJSON *doc)
@@ -824,11 +960,12 @@ int tk_program_json_read(tk_program_model **out, const char *text, size_t len, c
         rc = bad(&r, "'version' is missing or not a whole number");
         goto done;
     }
-    if (ver->valuedouble != TK_TKPROG_VERSION) {
-        rc = tk_error_set(TK_EFORMAT, "%s is tkprog version %.0f; this tkexport reads version %d", r.origin,
-                          ver->valuedouble, TK_TKPROG_VERSION);
+    if (ver->valuedouble < TK_TKPROG_VERSION_MIN || ver->valuedouble > TK_TKPROG_VERSION) {
+        rc = tk_error_set(TK_EFORMAT, "%s is tkprog version %.0f; this tkexport reads versions %d to %d", r.origin,
+                          ver->valuedouble, TK_TKPROG_VERSION_MIN, TK_TKPROG_VERSION);
         goto done;
     }
+    r.version = (int)ver->valuedouble;
     if ((rc = get_str(&r, doc, "program", &name, "the document")))
         goto done;
     if (!name[0]) {
@@ -841,7 +978,7 @@ int tk_program_json_read(tk_program_model **out, const char *text, size_t len, c
         (rc = read_values(&r, doc, "parameters", 1, 0)) || (rc = read_nodes(&r, doc)) ||
         (rc = read_values(&r, doc, "outputs", 0, 1)) || (rc = read_strings(&r, doc, "guards", tk_pm_add_guard)) ||
         (rc = read_strings(&r, doc, "notes", tk_pm_add_note)) || (rc = read_ops(&r, doc)) ||
-        (rc = read_tuning(&r, doc)) || (rc = read_sources(&r, doc)))
+        (rc = read_attrs(&r, doc)) || (rc = read_tuning(&r, doc)) || (rc = read_sources(&r, doc)))
         goto done;
     if (r.m->noutputs == 0) {
         rc = bad(&r, "the program has no outputs");

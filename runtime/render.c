@@ -53,11 +53,24 @@ static int value_line(tk_strbuf *sb, const tk_program_model *m, const tk_pm_valu
     return rc ? rc : tk_strbuf_adds(sb, "\n");
 }
 
+/* The attribute a node passes as argument j, or NULL. */
+static const tk_pm_attr *node_attr(const tk_pm_node *n, int j)
+{
+    for (int a = 0; a < n->nattrs; a++)
+        if (n->attrs[a].arg == j)
+            return &n->attrs[a];
+    return NULL;
+}
+
 int tk_program_model_write_text(const tk_program_model *m, FILE *f)
 {
     tk_strbuf sb = TK_STRBUF_INIT;
     char name[256];
-    int rc = tk_strbuf_addf(&sb, "program '%s' (tkprog version %d)\n", m->name, TK_TKPROG_VERSION);
+    int version = TK_TKPROG_VERSION_MIN;
+    for (size_t i = 0; i < m->nnodes; i++)
+        if (m->nodes[i].nattrs)
+            version = TK_TKPROG_VERSION;
+    int rc = tk_strbuf_addf(&sb, "program '%s' (tkprog version %d)\n", m->name, version);
     if (!rc)
         rc = tk_strbuf_addf(&sb, "inputs:\n");
     for (size_t i = 0; i < m->ninputs && !rc; i++)
@@ -79,8 +92,15 @@ int tk_program_model_write_text(const tk_program_model *m, FILE *f)
         if (!rc)
             rc = tk_strbuf_addf(&sb, " = %s(", n->op);
         for (int j = 0; j < n->nin && !rc; j++) {
+            const tk_pm_attr *a = node_attr(n, j);
+            rc = tk_strbuf_adds(&sb, j ? ", " : "");
+            if (a && !rc) {
+                rc = tk_pm_format_attr(&sb, a);
+                continue;
+            }
             value_name(m, n->inputs[j], name, sizeof name);
-            rc = tk_strbuf_addf(&sb, "%s%s", j ? ", " : "", name);
+            if (!rc)
+                rc = tk_strbuf_adds(&sb, name);
         }
         if (!rc)
             rc = tk_strbuf_addf(&sb, ")  at %s:%d\n", n->file, n->line);
@@ -173,6 +193,15 @@ int tk_program_model_write_dot(const tk_program_model *m, FILE *f)
         rc = tk_strbuf_addf(&sb, "  n%zu [shape=box, label=\"", i);
         if (!rc)
             rc = dot_escaped(&sb, n->op);
+        for (int j = 0; j < n->nattrs && !rc; j++) {
+            tk_strbuf at = TK_STRBUF_INIT;
+            rc = tk_pm_format_attr(&at, &n->attrs[j]);
+            if (!rc)
+                rc = tk_strbuf_adds(&sb, j ? ", " : "\\n");
+            if (!rc)
+                rc = dot_escaped(&sb, at.buf);
+            tk_strbuf_release(&at);
+        }
         if (!rc)
             rc = tk_strbuf_addf(&sb, "\\n%s:%d\"];\n", n->file, n->line);
         for (int j = 0; j < n->nin && !rc; j++)

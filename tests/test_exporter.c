@@ -6,6 +6,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +17,7 @@
 
 #include <cjson/cJSON.h>
 #include <fcntl.h>
+#include <math.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +31,7 @@
 #include <tk/program.h>
 #include <tk/runtime.h>
 
+#include "exec.h"
 #include "exporter.h"
 #include "safetensors.h"
 #include "sha256.h"
@@ -197,6 +200,45 @@ TK_OP(rows_by_value_op, "test::rows_by_value", "(Tensor x) -> Tensor", .meta = r
     return TK_EUNSUPPORTED;
 }
 
+/* test::pick: scalar arguments of every kind. out[r][j] = sign * (x[r][pick[j]] * scale + shift),
+ * plus x[r][0] when mode is "first"; its meta function reads pick's length. */
+#define PICK_SCHEMA \
+    "(Tensor x, float scale, int shift=3, bool neg=False, str mode=\"sum\", int[] pick=[0, 2]) -> Tensor"
+
+static int pick_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    int64_t n = 0;
+    tk_arg_ints(ctx, 5, &n);
+    tk_sym shape[2] = {tk_tensor_sym(in[0], 0), TK_SYM(n)};
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(in[0]), 2, shape);
+}
+
+static int pick_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int64_t n = 0, cols = tk_tensor_dim(in[0], 1);
+    const int64_t *pick = tk_arg_ints(ctx, 5, &n);
+    double scale = tk_arg_float(ctx, 1), sign = tk_arg_bool(ctx, 3) ? -1 : 1;
+    int64_t shift = tk_arg_int(ctx, 2);
+    int first = !strcmp(tk_arg_str(ctx, 4), "first");
+    if (in[1] || in[2] || in[3] || in[4] || in[5])
+        return tk_error_set(TK_EINTERNAL, "a scalar's in[] slot is not NULL");
+    const float *x = tk_tensor_data(in[0]);
+    float *y = tk_tensor_data(out[0]);
+    for (int64_t r = 0; r < tk_tensor_dim(in[0], 0); r++)
+        for (int64_t j = 0; j < n; j++) {
+            if (pick[j] < 0 || pick[j] >= cols)
+                return tk_error_set(TK_EINVAL, "pick[%lld] = %lld is out of range", (long long)j, (long long)pick[j]);
+            y[r * n + j] = (float)(sign * (x[r * cols + pick[j]] * scale + (double)shift) + (first ? x[r * cols] : 0));
+        }
+    return 0;
+}
+
+TK_OP(pick_op, "test::pick", PICK_SCHEMA, .meta = pick_meta, .cpu = pick_cpu)
+{
+    (void)ctx, (void)in, (void)out;
+    return TK_EUNSUPPORTED;
+}
+
 /* ---- test programs ------------------------------------------------------------------------- */
 
 static int g_dyn_line[2];
@@ -210,6 +252,23 @@ TK_PROGRAM(dyn_dim_prog, "dyn_dim", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8),
 TK_PROGRAM(dyn_value_prog, "dyn_value", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
 {
     g_dyn_line[1] = __LINE__; out[0] = tk_call(ctx, "test::rows_by_value", in[0]);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+static int g_attr_bad_line;
+
+/* scalars given, then left to their defaults (an int where the schema says float) */
+TK_PROGRAM(attrs_prog, "attrs", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    tk_tensor *a = tk_call(ctx, "test::pick", in[0], 0.5, 2, true, "first", TK_INTS(3, 1, 0));
+    out[0] = tk_call(ctx, "test::pick", a, 2);
+    tk_tensor_free(a);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(attrs_bad_prog, "attrs_bad", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 4))
+{
+    g_attr_bad_line = __LINE__; out[0] = tk_call(ctx, "test::pick", in[0], 0.5, "two");
     return out[0] ? 0 : TK_EINVAL;
 }
 
@@ -569,6 +628,127 @@ static void trace__several_outputs_through_tk_call_outs(void **state)
     tk_tensor_free(outs[1]);
     tk_tensor_free(x);
     tk_ctx_free(ctx);
+}
+
+/* What test::pick computes, written out again: y[j] = sign * (x[pick[j]] * scale + shift) (+ x[0]). */
+static void pick_reference(const float *x, int cols, double scale, int shift, int neg, int first, const int *pick,
+                           int n, float *y)
+{
+    (void)cols;
+    for (int j = 0; j < n; j++)
+        y[j] = (float)((neg ? -1.0 : 1.0) * (x[pick[j]] * scale + shift) + (first ? x[0] : 0.0));
+}
+
+/* Scalars reach the node's attrs with their defaults, program.json (version 2) holds them by
+ * name in the schema's types, they read back equal, and a session running the program passes
+ * them to the op again: its results match the op's formula computed here. */
+static void trace__scalar_arguments_are_recorded_stored_and_passed_again(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("attrs", NULL), *r = NULL;
+    assert_int_equal(m->nnodes, 2);
+    const tk_pm_node *a = &m->nodes[0], *b = &m->nodes[1];
+    assert_int_equal(a->nin, 6);
+    assert_int_equal(a->inputs[1], -1);
+    assert_int_equal(a->nattrs, 5);
+    assert_string_equal(a->attrs[0].name, "scale");
+    assert_int_equal(a->attrs[0].kind, TK_VALUE_FLOAT);
+    assert_true(a->attrs[0].f == 0.5);
+    assert_string_equal(a->attrs[4].name, "pick");
+    assert_int_equal(a->attrs[4].nints, 3);
+    assert_int_equal(a->attrs[4].ints[0], 3);
+    assert_int_equal(b->attrs[1].kind, TK_VALUE_INT);
+    assert_int_equal(b->attrs[1].i, 3); /* shift's default */
+    assert_int_equal(b->outputs[0].dims[1].value, 2);
+
+    char *json = NULL;
+    tk_assert_ok(tk_program_json_write(&json, m));
+    assert_contains(json, "\"version\": 2,");
+    assert_contains(json, "\"attrs\": {\"scale\": 0.5, \"shift\": 2, \"neg\": true, \"mode\": \"first\", "
+                          "\"pick\": [3, 1, 0]}");
+    assert_contains(json, "\"attrs\": {\"scale\": 2.0, \"shift\": 3, \"neg\": false, \"mode\": \"sum\", "
+                          "\"pick\": [0, 2]}");
+    tk_assert_ok(tk_program_json_read(&r, json, strlen(json), "'attrs'"));
+    char *again = NULL;
+    tk_assert_ok(tk_program_json_write(&again, r));
+    assert_string_equal(again, json);
+    free(again);
+    free(json);
+
+    /* inspect shows them in the call */
+    char *text = NULL;
+    size_t tlen = 0;
+    FILE *f = open_memstream(&text, &tlen);
+    tk_assert_ok(tk_program_model_write_text(r, f));
+    fclose(f);
+    assert_contains(text, "= test::pick(x, scale=0.5, shift=2, neg=True, mode=\"first\", pick=[3, 1, 0])");
+    free(text);
+
+    tk_exec_program *p = NULL;
+    tk_session *s = NULL;
+    tk_assert_ok(tk_exec_program_new(&p, r, m->weights, m->weights_len, "'attrs'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s, p, (tk_device){TK_DEVICE_CPU, 0}, NULL));
+    for (int64_t batch = 1; batch <= 8; batch += 3) {
+        const int64_t shape[2] = {batch, 4};
+        tk_tensor *x = NULL, *y = NULL;
+        tk_assert_ok(tk_tensor_new(&x, NULL, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 2, shape));
+        float *xp = tk_tensor_data(x);
+        for (int i = 0; i < batch * 4; i++)
+            xp[i] = uniform(-2, 2);
+        tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
+        assert_int_equal(tk_tensor_dim(y, 0), batch);
+        assert_int_equal(tk_tensor_dim(y, 1), 2);
+        for (int64_t row = 0; row < batch; row++) {
+            float mid[3], want[2];
+            pick_reference(xp + row * 4, 4, 0.5, 2, 1, 1, (const int[]){3, 1, 0}, 3, mid);
+            pick_reference(mid, 3, 2.0, 3, 0, 0, (const int[]){0, 2}, 2, want);
+            for (int j = 0; j < 2; j++)
+                if (fabsf(((float *)tk_tensor_data(y))[row * 2 + j] - want[j]) > 1e-5f)
+                    fail_msg("batch %lld row %lld col %d: %g, expected %g", (long long)batch, (long long)row, j,
+                             ((float *)tk_tensor_data(y))[row * 2 + j], want[j]);
+        }
+        tk_tensor_free(x);
+        tk_tensor_free(y);
+    }
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    tk_program_model_free(r);
+    tk_program_model_free(m);
+
+    /* a scalar of the wrong type stops the export at the model's line */
+    assert_int_equal(trace_rc("attrs_bad", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), "argument 'shift' (in[2]) of op 'test::pick' is an int, got a str");
+    char at[64];
+    snprintf(at, sizeof at, ":%d", g_attr_bad_line);
+    assert_contains(tk_error_last(), at);
+}
+
+static char *edited_json(const tk_program_model *m, const char *from, const char *to);
+
+/* Hand-edited attrs: each mismatch with the op's schema is refused, naming the node and key. */
+static void tkprog__attrs_are_checked_against_the_schema(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("attrs", NULL), *r = NULL;
+    static const struct {
+        const char *from, *to, *want;
+    } edits[] = {
+        {"\"shift\": 2,", "\"shift\": 2.5,", "nodes[0].attrs.shift is not an int"},
+        {"\"neg\": true", "\"neg\": 1", "nodes[0].attrs.neg is not true or false"},
+        {"\"mode\": \"first\"", "\"mode\": 7", "nodes[0].attrs.mode is not a string"},
+        {"\"pick\": [3, 1, 0]", "\"pick\": [3, \"1\"]", "nodes[0].attrs.pick[1] is not an int"},
+        {"\"scale\": 0.5, ", "", "nodes[0]: attrs lack 'scale', argument 1 of op 'test::pick' (a float)"},
+        {"\"scale\": 0.5,", "\"scale\": 0.5, \"eps\": 1.0,", "nodes[0].attrs has 'eps', which is no scalar"},
+        {"\"version\": 2", "\"version\": 1", "nodes[0]: 'attrs' must be an empty object in version 1"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        char *json = edited_json(m, edits[i].from, edits[i].to);
+        assert_int_equal(tk_program_json_read(&r, json, strlen(json), "'x.tkprog'"), TK_EFORMAT);
+        assert_contains(tk_error_last(), edits[i].want);
+        assert_null(r);
+        free(json);
+    }
+    tk_program_model_free(m);
 }
 
 /* A meta function that reads a dynamic dim as a number fails the export, naming the op, the
@@ -994,14 +1174,14 @@ static void tkprog__readers_refuse_other_versions_and_damage(void **state)
 {
     (void)state;
     tk_program_model *m = mlp_model(), *r = NULL;
-    char *v2 = edited_json(m, "\"version\": 1", "\"version\": 2");
+    char *v2 = edited_json(m, "\"version\": 1", "\"version\": 3");
     char *fmt = edited_json(m, "\"format\": \"tkprog\"", "\"format\": \"tkpkg\"");
     char *badref = edited_json(m, "\"inputs\": [5]", "\"inputs\": [42]");
     char *badexpr = edited_json(m, "[\"batch\", 64]", "[\"batch +\", 64]");
     char *unknown_sym = edited_json(m, "[\"batch\", 64]", "[\"seq\", 64]");
 
     assert_int_equal(tk_program_json_read(&r, v2, strlen(v2), "'x.tkprog'"), TK_EFORMAT);
-    assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 2; this tkexport reads version 1");
+    assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 3; this tkexport reads versions 1 to 2");
     assert_int_equal(tk_program_json_read(&r, fmt, strlen(fmt), "'x.tkprog'"), TK_EFORMAT);
     assert_contains(tk_error_last(), "'x.tkprog' is not a tkprog file (program.json has format 'tkpkg'");
     assert_int_equal(tk_program_json_read(&r, badref, strlen(badref), "'x.tkprog'"), TK_EFORMAT);
@@ -1020,7 +1200,7 @@ static void tkprog__readers_refuse_other_versions_and_damage(void **state)
     const char *texts[] = {v2, ""};
     void *zip = make_zip(&len, names, texts, NULL, 2);
     assert_int_equal(tk_tkprog_read_mem(&r, zip, len, "'x.tkprog'"), TK_EFORMAT);
-    assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 2; this tkexport reads version 1");
+    assert_string_equal(tk_error_last(), "'x.tkprog' is tkprog version 3; this tkexport reads versions 1 to 2");
     free(zip);
     const char *extra_names[] = {"program.json", "notes.txt"};
     const char *extra_texts[] = {"{}", "x"};
@@ -1238,6 +1418,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(guards__table_of_cases),
         cmocka_unit_test(trace__several_outputs_through_tk_call_outs),
+        cmocka_unit_test(trace__scalar_arguments_are_recorded_stored_and_passed_again),
+        cmocka_unit_test(tkprog__attrs_are_checked_against_the_schema),
         cmocka_unit_test(trace__a_null_passed_on_names_the_first_failure),
         cmocka_unit_test(trace__a_meta_that_reads_a_dynamic_dim_as_a_number_is_refused),
         cmocka_unit_test(guards__forcing_message_names_dim_op_line_and_fix),
