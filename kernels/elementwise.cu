@@ -137,6 +137,12 @@ struct op_gelu {
     }
 };
 
+/* The exact form 0.5 x (1 + erf(x / sqrt 2)) (PyTorch's approximate='none'), as 0.5 x erfc(-x / sqrt 2):
+ * the same value, without the cancellation of 1 + erf near -1 for x below about -3. */
+struct op_gelu_erf {
+    __device__ __forceinline__ float operator()(float x) const { return 0.5f * x * erfcf(-0.70710678118654752f * x); }
+};
+
 __device__ __forceinline__ bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* The vector path walks the tensor in chunks of kChunk vectors, one chunk per block: thread t of
@@ -269,3 +275,6 @@ TK_EW_UNARY(silu, bf16, __nv_bfloat16)
 TK_EW_UNARY(gelu, f32, float)
 TK_EW_UNARY(gelu, f16, __half)
 TK_EW_UNARY(gelu, bf16, __nv_bfloat16)
+TK_EW_UNARY(gelu_erf, f32, float)
+TK_EW_UNARY(gelu_erf, f16, __half)
+TK_EW_UNARY(gelu_erf, bf16, __nv_bfloat16)

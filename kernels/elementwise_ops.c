@@ -3,6 +3,7 @@
  * elementwise.cu through tk_wrap and falls back to elementwise_ref.c on the CPU. */
 #include <stdio.h>
 #include <stdint.h>
+#include <string.h>
 #include <tk/op.h>
 #include <tk/ops.h>
 #include <tk/runtime.h>
@@ -29,6 +30,9 @@ TK_KERNEL_DECL(tk_silu_bf16);
 TK_KERNEL_DECL(tk_gelu_f32);
 TK_KERNEL_DECL(tk_gelu_f16);
 TK_KERNEL_DECL(tk_gelu_bf16);
+TK_KERNEL_DECL(tk_gelu_erf_f32);
+TK_KERNEL_DECL(tk_gelu_erf_f16);
+TK_KERNEL_DECL(tk_gelu_erf_bf16);
 
 /* Each op's kernels, indexed by dtype (TK_F32, TK_F16, TK_BF16 are 0, 1, 2). */
 static const tk_kernel *const add_kernels[3] = {tk_add_f32, tk_add_f16, tk_add_bf16};
@@ -37,6 +41,7 @@ static const tk_kernel *const sin_kernels[3] = {tk_sin_f32, tk_sin_f16, tk_sin_b
 static const tk_kernel *const cos_kernels[3] = {tk_cos_f32, tk_cos_f16, tk_cos_bf16};
 static const tk_kernel *const silu_kernels[3] = {tk_silu_f32, tk_silu_f16, tk_silu_bf16};
 static const tk_kernel *const gelu_kernels[3] = {tk_gelu_f32, tk_gelu_f16, tk_gelu_bf16};
+static const tk_kernel *const gelu_erf_kernels[3] = {tk_gelu_erf_f32, tk_gelu_erf_f16, tk_gelu_erf_bf16};
 
 /* The launch shape: blocks of 256 threads (kBlock in elementwise.cu), each over one chunk of
  * 4 vectors per thread (kVecPerThread there). The kernels stride over chunks when the grid is
@@ -216,7 +221,49 @@ EW_OP(mul, TK_EW_MUL, EW_BINARY_SCHEMA, 2, binary_names, launch_binary)
 EW_OP(sin, TK_EW_SIN, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
 EW_OP(cos, TK_EW_COS, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
 EW_OP(silu, TK_EW_SILU, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
-EW_OP(gelu, TK_EW_GELU, EW_UNARY_SCHEMA, 1, unary_names, launch_unary)
+
+/* tk::gelu takes PyTorch's `approximate`: "tanh" (the default here, and the form packages made
+ * before the argument existed computed) or "none", the exact erf form. */
+static int gelu_form(tk_ctx *ctx, tk_ew_op *which)
+{
+    const char *a = tk_arg_str(ctx, 1);
+    if (a && !strcmp(a, "tanh"))
+        *which = TK_EW_GELU;
+    else if (a && !strcmp(a, "none"))
+        *which = TK_EW_GELU_ERF;
+    else
+        return tk_error_set(TK_EINVAL, "op 'tk::gelu': approximate is '%s', expected 'tanh' or 'none'", a ? a : "?");
+    return 0;
+}
+
+static int gelu_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    tk_ew_op which;
+    int err = gelu_form(ctx, &which);
+    return err ? err : ew_meta(ctx, "tk::gelu", 1, unary_names, in, out);
+}
+
+static int gelu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    tk_ew_op which;
+    int err = gelu_form(ctx, &which);
+    return err ? err : ew_cpu(ctx, "tk::gelu", which, 1, unary_names, in, out);
+}
+
+static int gelu_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    return ew_cost(in, out, cost, 1, 0);
+}
+
+TK_OP(tk_gelu_op, "tk::gelu", "(Tensor x, str approximate=\"tanh\") -> Tensor", .meta = gelu_meta, .cpu = gelu_cpu,
+      .cost = gelu_cost)
+{
+    tk_ew_op which;
+    int err = gelu_form(ctx, &which);
+    return err ? err
+               : launch_unary(ctx, "tk::gelu", unary_names, which == TK_EW_GELU ? gelu_kernels : gelu_erf_kernels,
+                              in, out);
+}
 
 /* --- typed helpers (tk/ops.h) ------------------------------------------------------------ */
 
@@ -226,3 +273,4 @@ tk_tensor *(tk_sin)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::sin", 
 tk_tensor *(tk_cos)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::cos", x); }
 tk_tensor *(tk_silu)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::silu", x); }
 tk_tensor *(tk_gelu)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::gelu", x); }
+tk_tensor *(tk_gelu_exact)(tk_ctx *ctx, tk_tensor *x) { return tk_call(ctx, "tk::gelu", x, "none"); }

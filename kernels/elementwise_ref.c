@@ -16,6 +16,9 @@ float tk_ref_gelu(float x)
     return x / (1.0f + expf(-u2));
 }
 
+/* 0.5 x (1 + erf(x / sqrt 2)) as 0.5 x erfc(-x / sqrt 2), as the kernel computes it. */
+float tk_ref_gelu_erf(float x) { return 0.5f * x * erfcf(-0.70710678118654752f * x); }
+
 static float ref_sin(float x) { return sinf(x); }
 static float ref_cos(float x) { return cosf(x); }
 static float ref_add(float a, float b) { return a + b; }
@@ -31,6 +34,7 @@ int tk_ref_unary(tk_ew_op op, tk_dtype dtype, const void *x, void *y, int64_t n)
     case TK_EW_COS: f = ref_cos; break;
     case TK_EW_SILU: f = tk_ref_silu; break;
     case TK_EW_GELU: f = tk_ref_gelu; break;
+    case TK_EW_GELU_ERF: f = tk_ref_gelu_erf; break;
     default: return tk_error_set(TK_EUNSUPPORTED, "elementwise reference %d is not unary", (int)op);
     }
     if (!float_dtype(dtype))

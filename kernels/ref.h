@@ -28,19 +28,29 @@ static inline void tk_ref_store(tk_dtype dtype, void *p, int64_t i, float v)
     }
 }
 
-typedef enum tk_ew_op { TK_EW_ADD, TK_EW_MUL, TK_EW_SIN, TK_EW_COS, TK_EW_SILU, TK_EW_GELU } tk_ew_op;
+typedef enum tk_ew_op { TK_EW_ADD, TK_EW_MUL, TK_EW_SIN, TK_EW_COS, TK_EW_SILU, TK_EW_GELU, TK_EW_GELU_ERF } tk_ew_op;
 
 /* The scalar functions, in float. gelu is the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x +
  * 0.044715 x^3))), evaluated as x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)), the same value
  * without the cancellation of 1 + tanh near -1. */
 float tk_ref_silu(float x);
 float tk_ref_gelu(float x);
+float tk_ref_gelu_erf(float x);
 
 /* y[i] = op(x[i]) (sin, cos, silu, gelu) or op(a[i], b[i]) (add, mul) for n elements of dtype
  * (f32, f16 or bf16; 16-bit values widened exactly, results rounded to nearest even). y may
  * alias an input. Return 0, or TK_EUNSUPPORTED for another dtype or an op of the other arity. */
 int tk_ref_unary(tk_ew_op op, tk_dtype dtype, const void *x, void *y, int64_t n);
 int tk_ref_binary(tk_ew_op op, tk_dtype dtype, const void *a, const void *b, void *y, int64_t n);
+
+/* Over rows of cols elements of dtype (f32, f16 or bf16), sums in double, each result rounded
+ * once: softmax (max subtracted first; a row of -inf gives NaN as in PyTorch), layer_norm
+ * ((x - mean) / sqrt(var + eps) * w + b, var the biased mean of squared deviations) and rms_norm
+ * (x / sqrt(mean(x^2) + eps) * w); w, b [cols] or NULL. 0, or TK_EUNSUPPORTED for another dtype. */
+int tk_ref_softmax(tk_dtype dtype, const void *x, void *y, int64_t rows, int64_t cols);
+int tk_ref_layer_norm(tk_dtype dtype, const void *x, const void *w, const void *b, void *y, int64_t rows,
+                      int64_t cols, float eps);
+int tk_ref_rms_norm(tk_dtype dtype, const void *x, const void *w, void *y, int64_t rows, int64_t cols, float eps);
 
 /* y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear): x [M, K], w [N, K], b [N] (or NULL),
  * y [M, N], all of dtype, accumulated in float in order of k, the bias added last, rounded once

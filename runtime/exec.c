@@ -271,17 +271,21 @@ static int fuse_nodes(tk_exec_program *p)
     for (size_t n = 0; n + 1 < nn; n++) {
         xnode *a = &p->nodes[n], *b = &p->nodes[n + 1];
         const tk_op_def *fused = tk_linear_fused_def(a->op.def, b->op.def);
-        if (!fused || a->absorbed || a->attrs || b->attrs || a->pm->nout != 1 || b->pm->nout != 1 ||
-            a->nin + 1 > MAX_NODE_IO)
+        if (!fused || a->absorbed || a->attrs || a->pm->nout != 1 || b->pm->nout != 1 || a->nin + 1 > MAX_NODE_IO)
             continue;
-        int h = a->out[0], r = -1;
+        int h = a->out[0], r = -1, bnin = b->nin;
         if (p->values[h].output >= 0 || readers(p, h) != 1)
             continue;
-        if (b->nin == 2) { /* tk::add: h and a residual of h's shape */
+        if (b->attrs) { /* only tk::gelu's approximate="tanh", the epilogue's form */
+            if (bnin != 2 || b->in[1] >= 0 || b->attrs[1].kind != TK_VALUE_STR || strcmp(b->attrs[1].u.s, "tanh"))
+                continue;
+            bnin = 1;
+        }
+        if (bnin == 2) { /* tk::add: h and a residual of h's shape */
             r = b->in[0] == h ? b->in[1] : b->in[0];
             if (r < 0 || r == h || !same_shape(&p->values[r], &p->values[h]))
                 continue;
-        } else if (b->nin != 1 || b->in[0] != h) {
+        } else if (bnin != 1 || b->in[0] != h) {
             continue;
         }
         tk_resolved_op op;

@@ -34,12 +34,6 @@ static int g_have_nvcc;
 static const tk_package_options g_allow_unsigned = {TK_PACKAGE_OPTIONS_VERSION, 1, NULL, 0};
 static const tk_pkgfile_trust g_unsigned_ok = {&g_allow_unsigned, 0};
 
-static void assert_contains_at(const char *file, int line, const char *text, const char *needle)
-{
-    if (!text || !strstr(text, needle))
-        tk_fail_at(file, line, "expected '%s' in:\n%s", needle, text ? text : "(null)");
-}
-#define assert_contains(text, needle) assert_contains_at(__FILE__, __LINE__, (text), (needle))
 
 /* tkexport with args (NULL-terminated), extra environment env; exit status checked. */
 static void cli_at(const char *file, int line, int expect, const char *const *env, const char *const *args,

@@ -41,12 +41,6 @@ extern char **environ;
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 
-#define assert_contains(haystack, needle)                                                            \
-    do {                                                                                             \
-        const char *tk__h = (haystack), *tk__n = (needle);                                           \
-        if (!tk__h || !strstr(tk__h, tk__n))                                                         \
-            fail_msg("'%s' does not contain '%s'", tk__h ? tk__h : "(null)", tk__n);                  \
-    } while (0)
 
 /* ---- test ops ------------------------------------------------------------------------------ */
 

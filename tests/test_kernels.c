@@ -211,6 +211,113 @@ static void ref__unary_ops_match_hand_computed_values(void **state)
         tk_tensor_free(free_list[i]);
 }
 
+/* gelu's exact form, 0.5 x (1 + erf(x / sqrt 2)), evaluated in double by Python's math.erf */
+static void ref__gelu_exact_matches_the_erf_form(void **state)
+{
+    tk_ctx *ctx = *state;
+    const float x[] = {1.0f, -1.0f, 0.0f, 2.0f, -2.0f, 0.5f, -4.0f};
+    const double want[] = {0.8413447460685429, -0.15865525393145707, 0.0, 1.9544997361036416,
+                           -0.04550026389635842, 0.34573123063700656, -0.00012668496733247991};
+    const int64_t n = 7;
+    tk_tensor *t = tensor_of(TK_F32, 1, &n, x), *y = tk_gelu_exact(ctx, t), *bad = tk_call(ctx, "tk::gelu", t, "fast");
+    assert_non_null(y);
+    for (int64_t i = 0; i < n; i++)
+        assert_near(value_at(y, i), want[i], 2e-6, "gelu exact", i);
+    assert_null(bad);
+    assert_contains(tk_error_last(), "op 'tk::gelu': approximate is 'fast', expected 'tanh' or 'none'");
+    tk_tensor_free(t);
+    tk_tensor_free(y);
+}
+
+/* softmax, layer_norm and rms_norm on rows worked out by hand (in Python, double precision) */
+static void ref__row_ops_match_hand_computed_rows(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t s23[] = {2, 3}, s24[] = {2, 4}, s4[] = {4};
+    /* row 0: [1, 2, 3]; row 1 holds large values (no overflow: the max is subtracted) and -inf */
+    const float sx[] = {1, 2, 3, 1000, 1000, -INFINITY};
+    const double sw[] = {0.09003057317038046, 0.24472847105479764, 0.6652409557748218, 0.5, 0.5, 0};
+    tk_tensor *x = tensor_of(TK_F32, 2, s23, sx), *y = tk_softmax(ctx, x);
+    assert_non_null(y);
+    for (int64_t i = 0; i < 6; i++)
+        assert_near(value_at(y, i), sw[i], 1e-6, "softmax", i);
+    tk_tensor_free(y);
+    assert_null(tk_call(ctx, "tk::softmax", x, 0));
+    assert_contains(tk_error_last(), "op 'tk::softmax': dim is 0; it takes the last dim only (-1 or 1 for x of rank 2)");
+    y = tk_call(ctx, "tk::softmax", x, 1);
+    assert_non_null(y);
+    tk_tensor_free(y);
+    tk_tensor_free(x);
+
+    /* layer_norm of [1, 2, 3, 4] (mean 2.5, var 1.25), weight [1, 1, 2, 2], bias [0, 0, 0, 1]; the
+     * second row again without weight and bias, i.e. (x - 2.5) / sqrt(1.25 + 1e-5) */
+    const float lx[] = {1, 2, 3, 4, 1, 2, 3, 4}, lw[] = {1, 1, 2, 2}, lb[] = {0, 0, 0, 1};
+    const double lwant[] = {-1.3416354199689269, -0.447211806656309, 0.894423613312618, 3.6832708399378538};
+    x = tensor_of(TK_F32, 2, s24, lx);
+    tk_tensor *w = tensor_of(TK_F32, 1, s4, lw), *b = tensor_of(TK_F32, 1, s4, lb);
+    y = tk_layer_norm(ctx, x, w, b, 1e-5);
+    tk_tensor *plain = tk_call(ctx, "tk::layer_norm", x);
+    assert_non_null(y);
+    assert_non_null(plain);
+    for (int64_t i = 0; i < 8; i++)
+        assert_near(value_at(y, i), lwant[i % 4], 1e-6, "layer_norm", i);
+    const double pwant[] = {-1.3416354199689269, -0.447211806656309, 0.447211806656309, 1.3416354199689269};
+    for (int64_t i = 0; i < 8; i++)
+        assert_near(value_at(plain, i), pwant[i % 4], 1e-6, "layer_norm without weight", i);
+    tk_tensor_free(y);
+    tk_tensor_free(plain);
+    tk_tensor_free(x);
+
+    /* rms_norm of [1, -2, 3, -4] (mean square 7.5), weight [0.5, 1, 2, 1], eps 1e-6 */
+    const float rx[] = {1, -2, 3, -4}, rw[] = {0.5f, 1, 2, 1};
+    const double rwant[] = {0.1825741736634442, -0.7302966946537768, 2.1908900839613303, -1.4605933893075536};
+    tk_tensor *rx_t = tensor_of(TK_F32, 1, s4, rx), *rw_t = tensor_of(TK_F32, 1, s4, rw);
+    y = tk_rms_norm(ctx, rx_t, rw_t, 1e-6);
+    assert_non_null(y);
+    for (int64_t i = 0; i < 4; i++)
+        assert_near(value_at(y, i), rwant[i], 1e-6, "rms_norm", i);
+    tk_tensor_free(y);
+
+    /* a weight that is not [last dim] */
+    const int64_t s3[] = {3};
+    tk_tensor *w3 = tensor_of(TK_F32, 1, s3, lw);
+    assert_null(tk_rms_norm(ctx, rx_t, w3, 1e-6));
+    assert_contains(tk_error_last(), "weight dim 0 == x dim 0");
+    assert_null(tk_call(ctx, "tk::layer_norm", rx_t, w, b, "small"));
+    assert_contains(tk_error_last(), "argument 'eps' (in[3]) of op 'tk::layer_norm' is a float, got a str");
+    tk_tensor *free_list[] = {w, b, rx_t, rw_t, w3};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
+/* f16 and bf16 rows: the same results as f32 within the dtype's rounding */
+static void ref__row_ops_in_16_bits_round_once(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t shape[] = {3, 37};
+    float v[3 * 37];
+    for (int i = 0; i < 3 * 37; i++)
+        v[i] = (float)((i * 7919) % 101) / 25.0f - 2.0f;
+    const tk_dtype dts[2] = {TK_F16, TK_BF16};
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < 3 * 37; i++) /* the inputs as the dtype holds them */
+            v[i] = dts[d] == TK_F16 ? tk_f16_to_f32(tk_f32_to_f16(v[i])) : tk_bf16_to_f32(tk_f32_to_bf16(v[i]));
+        tk_tensor *x16 = tensor_of(dts[d], 2, shape, v), *x32 = tensor_of(TK_F32, 2, shape, v);
+        tk_tensor *a16 = tk_softmax(ctx, x16), *a32 = tk_softmax(ctx, x32);
+        tk_tensor *b16 = tk_layer_norm(ctx, x16, NULL, NULL, 1e-5), *b32 = tk_layer_norm(ctx, x32, NULL, NULL, 1e-5);
+        tk_tensor *c16 = tk_rms_norm(ctx, x16, NULL, 1e-6), *c32 = tk_rms_norm(ctx, x32, NULL, 1e-6);
+        const double tol = dts[d] == TK_F16 ? 1.0 / 1024 : 1.0 / 128; /* one rounding: half an ulp, relative */
+        for (int64_t i = 0; i < 3 * 37; i++) {
+            assert_near(value_at(a16, i), value_at(a32, i), tol, "softmax 16-bit", i);
+            assert_near(value_at(b16, i), value_at(b32, i), tol, "layer_norm 16-bit", i);
+            assert_near(value_at(c16, i), value_at(c32, i), tol, "rms_norm 16-bit", i);
+        }
+        tk_tensor *free_list[] = {x16, x32, a16, a32, b16, b32, c16, c32};
+        for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+            tk_tensor_free(free_list[i]);
+    }
+}
+
 static void ref__binary_ops_add_and_multiply_elementwise(void **state)
 {
     tk_ctx *ctx = *state;
@@ -422,7 +529,7 @@ static void ops__builtins_are_registered_with_their_schemas(void **state)
 {
     (void)state;
     const char *const binary[] = {"tk::add", "tk::mul"};
-    const char *const unary[] = {"tk::sin", "tk::cos", "tk::silu", "tk::gelu"};
+    const char *const unary[] = {"tk::sin", "tk::cos", "tk::silu"};
     for (size_t i = 0; i < 2; i++) {
         const tk_op_def *def = tk_op_find(binary[i]);
         assert_non_null(def);
@@ -430,12 +537,29 @@ static void ops__builtins_are_registered_with_their_schemas(void **state)
         assert_non_null(def->meta);
         assert_non_null(def->cpu);
     }
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; i < 3; i++) {
         const tk_op_def *def = tk_op_find(unary[i]);
         assert_non_null(def);
         assert_string_equal(def->schema, "(Tensor x) -> Tensor");
         assert_non_null(def->meta);
         assert_non_null(def->cpu);
+    }
+    static const struct {
+        const char *name, *schema;
+    } rest[] = {
+        {"tk::gelu", "(Tensor x, str approximate=\"tanh\") -> Tensor"},
+        {"tk::softmax", "(Tensor x, int dim=-1) -> Tensor"},
+        {"tk::layer_norm", "(Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor"},
+        {"tk::rms_norm", "(Tensor x, Tensor? weight=None, float eps=1e-06) -> Tensor"},
+    };
+    for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) {
+        const tk_op_def *def = tk_op_find(rest[i].name);
+        assert_non_null(def);
+        assert_string_equal(def->schema, rest[i].schema);
+        assert_non_null(def->meta);
+        assert_non_null(def->cpu);
+        assert_non_null(def->body);
+        assert_non_null(def->cost);
     }
     const tk_op_def *lin = tk_op_find("tk::linear");
     assert_non_null(lin);
@@ -527,6 +651,9 @@ int main(void)
         cmocka_unit_test(half__f16_rounds_to_nearest_even_with_subnormals_and_overflow),
         CPU_TEST(ref__unary_ops_match_hand_computed_values),
         CPU_TEST(ref__binary_ops_add_and_multiply_elementwise),
+        CPU_TEST(ref__gelu_exact_matches_the_erf_form),
+        CPU_TEST(ref__row_ops_match_hand_computed_rows),
+        CPU_TEST(ref__row_ops_in_16_bits_round_once),
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
         CPU_TEST(ref__gelu_matches_the_tanh_form_evaluated_in_double),
         CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),

@@ -616,6 +616,81 @@ static void gpu__linear_from_threads_matches_the_reference(void **state)
     tk_tensor_free(hb);
 }
 
+/* --- the row ops: softmax, layer_norm, rms_norm; gelu's exact form ------------------------- */
+
+/* op on host x (and w, b: [cols] or NULL) on the CPU and on the GPU, called as a model calls it
+ * (tk_call with the scalar), compared. */
+static void check_row_op(fixture *f, const char *op, tk_dtype dt, int rank, const int64_t *shape, int with_w,
+                         int with_b, double rtol, double atol)
+{
+    int64_t cols = shape[rank - 1];
+    tk_tensor *hx = host(dt, rank, shape), *hw = NULL, *hb = NULL;
+    fill(hx, -4.0f, 4.0f);
+    if (with_w) {
+        hw = host(dt, 1, &cols);
+        fill(hw, 0.5f, 1.5f);
+    }
+    if (with_b) {
+        hb = host(dt, 1, &cols);
+        fill(hb, -1.0f, 1.0f);
+    }
+    tk_tensor *dx = upload(f, hx), *dw = hw ? upload(f, hw) : NULL, *db = hb ? upload(f, hb) : NULL;
+    tk_tensor *ref, *dy;
+    if (!strcmp(op, "tk::softmax")) {
+        ref = tk_call(f->cpu, op, hx);
+        dy = tk_call(f->gpu, op, dx);
+    } else if (!strcmp(op, "tk::layer_norm")) {
+        ref = tk_call(f->cpu, op, hx, hw, hb, 1e-5);
+        dy = tk_call(f->gpu, op, dx, dw, db, 1e-5);
+    } else if (!strcmp(op, "tk::rms_norm")) {
+        ref = tk_call(f->cpu, op, hx, hw, 1e-6);
+        dy = tk_call(f->gpu, op, dx, dw, 1e-6);
+    } else { /* tk::gelu, exact */
+        ref = tk_call(f->cpu, op, hx, "none");
+        dy = tk_call(f->gpu, op, dx, "none");
+    }
+    if (!ref || !dy)
+        fail_msg("%s %s: %s", op, tk_dtype_name(dt), tk_error_last());
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_tensor *got = download(f, dy);
+    char what[160];
+    snprintf(what, sizeof what, "%s %s rows=%lld cols=%lld%s%s", op, tk_dtype_name(dt),
+             (long long)(tk_numel(hx) / (cols ? cols : 1)), (long long)cols, with_w ? " weight" : "",
+             with_b ? " bias" : "");
+    assert_close(what, got, ref, rtol, atol);
+    tk_tensor *free_list[] = {hx, hw, hb, dx, dw, db, ref, dy, got};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
+/* Rows shorter than a warp, odd, the sizes of GPT-2 (768) and Llama heads, one past 4096, and
+ * 10000 columns: longer than a block keeps in registers (8 x 1024), the re-reading path. */
+static const int64_t ROW_SHAPES[][2] = {{1, 1}, {3, 37}, {64, 64}, {17, 768}, {4096, 768}, {5, 1024}, {2, 4097},
+                                        {3, 10000}};
+
+static void gpu__row_ops_match_the_reference(void **state)
+{
+    fixture *f = *state;
+    for (size_t d = 0; d < 3; d++) {
+        tk_dtype dt = DTYPES[d];
+        /* f32: __expf and float sums against double ones; 16-bit: one rounding apart */
+        double rtol = dt == TK_F32 ? 2e-5 : 1e-2, atol = dt == TK_F32 ? 1e-5 : 1e-3;
+        for (size_t s = 0; s < sizeof ROW_SHAPES / sizeof *ROW_SHAPES; s++) {
+            const int64_t *sh = ROW_SHAPES[s];
+            check_row_op(f, "tk::softmax", dt, 2, sh, 0, 0, rtol, atol * 1e-2);
+            check_row_op(f, "tk::layer_norm", dt, 2, sh, 1, 1, rtol, atol);
+            check_row_op(f, "tk::layer_norm", dt, 2, sh, 0, 0, rtol, atol);
+            check_row_op(f, "tk::rms_norm", dt, 2, sh, 1, 0, rtol, atol);
+            check_row_op(f, "tk::rms_norm", dt, 2, sh, 0, 0, rtol, atol);
+        }
+        const int64_t s3[3] = {2, 3, 50};
+        check_row_op(f, "tk::softmax", dt, 3, s3, 0, 0, rtol, atol * 1e-2);
+        check_row_op(f, "tk::layer_norm", dt, 3, s3, 1, 0, rtol, atol);
+        for (size_t s = 0; s < NSIZES; s++)
+            check_row_op(f, "tk::gelu", dt, 1, &SIZES[s], 0, 0, rtol_of(dt), atol_of(dt));
+    }
+}
+
 #define GPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -635,6 +710,7 @@ int main(void)
         GPU_TEST(gpu__cos_matches_the_reference),
         GPU_TEST(gpu__silu_matches_the_reference),
         GPU_TEST(gpu__gelu_matches_the_reference),
+        GPU_TEST(gpu__row_ops_match_the_reference),
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),
         GPU_TEST(gpu__linear_matches_the_reference),
         GPU_TEST(gpu__linear_without_bias_matches_the_reference),

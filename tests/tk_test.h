@@ -80,4 +80,12 @@ static inline int tk_col_of(const char *path, const char *needle)
     return col;
 }
 
+/* text contains needle (text may be NULL: then it fails), reported at the test's line. */
+static inline void tk_assert_contains_at(const char *file, int line, const char *text, const char *needle)
+{
+    if (!text || !strstr(text, needle))
+        tk_fail_at(file, line, "expected '%s' in:\n%s", needle, text ? text : "(null)");
+}
+#define assert_contains(text, needle) tk_assert_contains_at(__FILE__, __LINE__, (text), (needle))
+
 #endif

@@ -20,8 +20,28 @@ tk_tensor *tk_mul(tk_ctx *ctx, tk_tensor *a, tk_tensor *b);  /* tk::mul: a * b *
 tk_tensor *tk_sin(tk_ctx *ctx, tk_tensor *x);                /* tk::sin */
 tk_tensor *tk_cos(tk_ctx *ctx, tk_tensor *x);                /* tk::cos */
 tk_tensor *tk_silu(tk_ctx *ctx, tk_tensor *x);               /* tk::silu: x * sigmoid(x) */
-/* tk::gelu, the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+/* tk::gelu, schema (Tensor x, str approximate="tanh") -> Tensor, PyTorch's F.gelu with its
+ * `approximate` (the default differs: PyTorch's is "none"; here "tanh", the form GPT-2 uses and
+ * packages made before the argument computed):
+ *   "tanh": 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   tk_gelu(ctx, x)
+ *   "none": 0.5 x (1 + erf(x / sqrt 2)), the exact form        tk_gelu_exact(ctx, x)
+ * or tk_call(ctx, "tk::gelu", x, "none"). Another string is refused. */
 tk_tensor *tk_gelu(tk_ctx *ctx, tk_tensor *x);
+tk_tensor *tk_gelu_exact(tk_ctx *ctx, tk_tensor *x);
+
+/* Over the last dim of x (any rank >= 1, f32, f16 or bf16; math in float with float sums):
+ * tk::softmax     (Tensor x, int dim=-1) -> Tensor: exp(x - max) / sum; dim must be the last
+ *                 (-1 or rank - 1). A row of -inf gives NaN, as in PyTorch.
+ * tk::layer_norm  (Tensor x, Tensor? weight=None, Tensor? bias=None, float eps=1e-05) -> Tensor:
+ *                 (x - mean) / sqrt(var + eps) * weight + bias, var biased (F.layer_norm over
+ *                 normalized_shape = [x's last dim]); weight, bias [last dim] of x's dtype or NULL.
+ * tk::rms_norm    (Tensor x, Tensor? weight=None, float eps=1e-06) -> Tensor:
+ *                 x / sqrt(mean(x^2) + eps) * weight (F.rms_norm over the last dim; PyTorch's eps
+ *                 defaults to the dtype's epsilon, Llama's to 1e-06 or 1e-05: pass it).
+ * Each returns x's shape and dtype. */
+tk_tensor *tk_softmax(tk_ctx *ctx, tk_tensor *x);
+tk_tensor *tk_layer_norm(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b, double eps);
+tk_tensor *tk_rms_norm(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, double eps);
 
 /* tk::linear, PyTorch's nn.Linear: y = x W^T + b with x [..., K] (leading dims kept, flattened
  * into M rows), w [N, K] (out_features, in_features), b [N] or NULL (no bias: nn.Linear(bias=False)),
@@ -36,6 +56,10 @@ tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 #define tk_cos(ctx, x) tk_call((ctx), "tk::cos", (x))
 #define tk_silu(ctx, x) tk_call((ctx), "tk::silu", (x))
 #define tk_gelu(ctx, x) tk_call((ctx), "tk::gelu", (x))
+#define tk_gelu_exact(ctx, x) tk_call((ctx), "tk::gelu", (x), "none")
+#define tk_softmax(ctx, x) tk_call((ctx), "tk::softmax", (x))
+#define tk_layer_norm(ctx, x, w, b, eps) tk_call((ctx), "tk::layer_norm", (x), (w), (b), (double)(eps))
+#define tk_rms_norm(ctx, x, w, eps) tk_call((ctx), "tk::rms_norm", (x), (w), (double)(eps))
 #define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
 
 TK_API_END
