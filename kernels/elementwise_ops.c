@@ -238,14 +238,14 @@ static int gelu_form(tk_ctx *ctx, tk_ew_op *which)
 
 static int gelu_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
 {
-    tk_ew_op which;
+    tk_ew_op which = TK_EW_GELU;
     int err = gelu_form(ctx, &which);
     return err ? err : ew_meta(ctx, "tk::gelu", 1, unary_names, in, out);
 }
 
 static int gelu_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
 {
-    tk_ew_op which;
+    tk_ew_op which = TK_EW_GELU;
     int err = gelu_form(ctx, &which);
     return err ? err : ew_cpu(ctx, "tk::gelu", which, 1, unary_names, in, out);
 }
@@ -258,7 +258,7 @@ static int gelu_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *co
 TK_OP(tk_gelu_op, "tk::gelu", "(Tensor x, str approximate=\"tanh\") -> Tensor", .meta = gelu_meta, .cpu = gelu_cpu,
       .cost = gelu_cost)
 {
-    tk_ew_op which;
+    tk_ew_op which = TK_EW_GELU;
     int err = gelu_form(ctx, &which);
     return err ? err
                : launch_unary(ctx, "tk::gelu", unary_names, which == TK_EW_GELU ? gelu_kernels : gelu_erf_kernels,

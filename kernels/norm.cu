@@ -1,27 +1,23 @@
 /* Row kernels of the built-in ops tk::softmax, tk::layer_norm and tk::rms_norm, for f32, f16 and
  * bf16 (tk_<op>_<dtype>); their CPU references are in norm_ref.c, with the same formulas.
  *
- * One block per row (blocks stride over rows when the grid is smaller), the row's elements spread
- * over the block's threads. A thread keeps its elements in registers when the row fits
- * (kCache per thread: rows up to kCache * blockDim elements are read from memory once), else it
- * reads them again for each pass (from L1/L2: a row is at most a few tens of KiB). Sums are in
- * float, reduced through warp shuffles and one shared-memory step; layer_norm takes the mean
- * first and then the mean of squared deviations (two passes over the cached values: exact where
- * E[x^2] - E[x]^2 cancels). norm_ops.c picks the block size: the row's length over 4, rounded up
- * to a power of two between 32 and 1024. */
+ * One block per row (blocks stride over rows when the grid is smaller), the row read as 16-byte
+ * vectors (4 floats or 8 halves) spread over the block's threads, each thread keeping up to
+ * kVecs of them in registers: a row of at most kVecs vectors a thread is read from memory once
+ * and written once, also as vectors. A longer row is read again for each pass (from L2), and a
+ * row whose length is not a whole number of vectors, or a tensor not 16-byte aligned, takes the
+ * same steps element by element. Sums are in float, reduced through warp shuffles and one
+ * shared-memory step; layer_norm takes the mean first and then the mean of squared deviations
+ * (two passes over the registers: exact where E[x^2] - E[x]^2 cancels). norm_ops.c picks the
+ * block size: a power of two from 32 to 1024 threads with about kVecs vectors each. */
 #include <stdint.h>
 #include <tk/kernel.h>
 
+#include "lanes.cuh"
+
 namespace {
 
-constexpr int kCache = 8;
-
-__device__ __forceinline__ float load(const float *p) { return __ldg(p); }
-__device__ __forceinline__ float load(const __half *p) { return __half2float(__ldg(p)); }
-__device__ __forceinline__ float load(const __nv_bfloat16 *p) { return __bfloat162float(__ldg(p)); }
-__device__ __forceinline__ void store(float *p, float v) { *p = v; }
-__device__ __forceinline__ void store(__half *p, float v) { *p = __float2half_rn(v); }
-__device__ __forceinline__ void store(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+constexpr int kVecs = 2;
 
 /* The block's sum (or max) of v, returned to every thread. red holds 32 floats. */
 template <bool Max>
@@ -33,6 +29,8 @@ __device__ __forceinline__ float block_reduce(float v, float *red)
         v = Max ? fmaxf(v, w) : v + w;
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    if (nwarps == 1)
+        return v;
     __syncthreads(); /* red may still be read by the previous reduction */
     if (lane == 0)
         red[warp] = v;
@@ -46,38 +44,116 @@ __device__ __forceinline__ float block_reduce(float v, float *red)
     return v;
 }
 
-/* A row's elements as this thread sees them: element tid + k * blockDim for k < count. */
+/* A row as this thread sees it. Vector mode: vectors tid + k * blockDim (k < kVecs kept in v).
+ * Scalar mode: elements tid + k * blockDim (k < kVecs * n kept in v). */
 template <typename T>
 struct row {
+    typedef lanes<T> L;
+    static constexpr int n = L::n;
     const T *x;
-    long long cols;
-    float v[kCache];
-    bool cached;
-    __device__ __forceinline__ row(const T *x_, long long cols_) : x(x_), cols(cols_)
+    long long cols, nvec;
+    bool vec, cached;
+    float v[kVecs * n];
+
+    __device__ __forceinline__ row(const T *x_, T *y, long long cols_) : x(x_), cols(cols_)
     {
-        cached = cols <= (long long)kCache * blockDim.x;
-        if (cached) {
+        vec = cols % n == 0 && aligned16(x) && aligned16(y);
+        nvec = vec ? cols / n : cols;
+        cached = nvec <= (long long)(vec ? kVecs : kVecs * n) * blockDim.x;
+        if (!cached)
+            return;
+        if (vec) {
+            const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+            uint4 q[kVecs];
 #pragma unroll
-            for (int k = 0; k < kCache; k++) {
+            for (int k = 0; k < kVecs; k++) { /* all loads in flight before the first use */
                 long long i = threadIdx.x + (long long)k * blockDim.x;
-                v[k] = i < cols ? load(x + i) : 0.0f;
+                q[k] = i < nvec ? __ldg(xv + i) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int k = 0; k < kVecs; k++) {
+                float t[n];
+                L::unpack(q[k], t);
+#pragma unroll
+                for (int j = 0; j < n; j++)
+                    v[k * n + j] = t[j];
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < kVecs * n; k++) {
+                long long i = threadIdx.x + (long long)k * blockDim.x;
+                v[k] = i < cols ? L::load1(x + i) : 0.0f;
             }
         }
     }
-    /* f(i, value) for each of this thread's elements */
+
+    /* f(value) for each of this thread's elements */
     template <typename F>
     __device__ __forceinline__ void each(F f) const
     {
         if (cached) {
 #pragma unroll
-            for (int k = 0; k < kCache; k++) {
+            for (int k = 0; k < (vec ? kVecs : kVecs * n); k++) {
                 long long i = threadIdx.x + (long long)k * blockDim.x;
-                if (i < cols)
-                    f(i, v[k]);
+                if (i >= nvec)
+                    break;
+                if (vec) {
+#pragma unroll
+                    for (int j = 0; j < n; j++)
+                        f(v[k * n + j]);
+                } else {
+                    f(v[k]);
+                }
+            }
+        } else if (vec) {
+            const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+            for (long long i = threadIdx.x; i < nvec; i += blockDim.x) {
+                float t[n];
+                L::unpack(__ldg(xv + i), t);
+#pragma unroll
+                for (int j = 0; j < n; j++)
+                    f(t[j]);
             }
         } else {
             for (long long i = threadIdx.x; i < cols; i += blockDim.x)
-                f(i, load(x + i));
+                f(L::load1(x + i));
+        }
+    }
+
+    /* y[i] = g(i, x[i]) for each of this thread's elements, stored as vectors in vector mode */
+    template <typename G>
+    __device__ __forceinline__ void write(T *y, G g) const
+    {
+        uint4 *yv = reinterpret_cast<uint4 *>(y);
+        if (cached) { /* unrolled: v is indexed by constants only, so it stays in registers */
+#pragma unroll
+            for (int k = 0; k < (vec ? kVecs : kVecs * n); k++) {
+                long long i = threadIdx.x + (long long)k * blockDim.x;
+                if (i >= nvec)
+                    break;
+                if (vec) {
+                    float t[n];
+#pragma unroll
+                    for (int j = 0; j < n; j++)
+                        t[j] = g(i * n + j, v[k * n + j]);
+                    yv[i] = L::pack(t);
+                } else {
+                    L::store1(y + i, g(i, v[k]));
+                }
+            }
+        } else if (vec) {
+            const uint4 *xv = reinterpret_cast<const uint4 *>(x);
+            for (long long i = threadIdx.x; i < nvec; i += blockDim.x) {
+                float t[n];
+                L::unpack(__ldg(xv + i), t);
+#pragma unroll
+                for (int j = 0; j < n; j++)
+                    t[j] = g(i * n + j, t[j]);
+                yv[i] = L::pack(t);
+            }
+        } else {
+            for (long long i = threadIdx.x; i < cols; i += blockDim.x)
+                L::store1(y + i, g(i, L::load1(x + i)));
         }
     }
 };
@@ -87,17 +163,17 @@ __device__ void softmax(const T *__restrict__ x, T *__restrict__ y, long long ro
 {
     __shared__ float red[32];
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-        const row<T> xr(x + r * cols, cols);
         T *yr = y + r * cols;
+        const row<T> xr(x + r * cols, yr, cols);
         float m = -INFINITY, s = 0.0f;
-        xr.each([&](long long, float v) { m = fmaxf(m, v); });
+        xr.each([&](float v) { m = fmaxf(m, v); });
         m = block_reduce<true>(m, red);
         if (m == -INFINITY)
             m = 0.0f; /* a row of -inf: exp(-inf - 0) = 0 everywhere, 0/0 below gives NaN as PyTorch does */
-        xr.each([&](long long, float v) { s += __expf(v - m); });
+        xr.each([&](float v) { s += __expf(v - m); });
         s = block_reduce<false>(s, red);
         const float inv = 1.0f / s;
-        xr.each([&](long long i, float v) { store(yr + i, __expf(v - m) * inv); });
+        xr.write(yr, [&](long long, float v) { return __expf(v - m) * inv; });
     }
 }
 
@@ -109,20 +185,20 @@ __device__ void layer_norm(const T *__restrict__ x, const T *__restrict__ w, con
     __shared__ float red[32];
     const float inv_n = 1.0f / (float)cols;
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-        const row<T> xr(x + r * cols, cols);
         T *yr = y + r * cols;
+        const row<T> xr(x + r * cols, yr, cols);
         float s = 0.0f, q = 0.0f;
-        xr.each([&](long long, float v) { s += v; });
+        xr.each([&](float v) { s += v; });
         const float mean = block_reduce<false>(s, red) * inv_n;
-        xr.each([&](long long, float v) { q += (v - mean) * (v - mean); });
+        xr.each([&](float v) { q += (v - mean) * (v - mean); });
         const float rstd = rsqrtf(block_reduce<false>(q, red) * inv_n + eps);
-        xr.each([&](long long i, float v) {
+        xr.write(yr, [&](long long i, float v) {
             float o = (v - mean) * rstd;
             if (w)
-                o *= load(w + i);
+                o *= lanes<T>::load1(w + i);
             if (b)
-                o += load(b + i);
-            store(yr + i, o);
+                o += lanes<T>::load1(b + i);
+            return o;
         });
     }
 }
@@ -135,12 +211,12 @@ __device__ void rms_norm(const T *__restrict__ x, const T *__restrict__ w, T *__
     __shared__ float red[32];
     const float inv_n = 1.0f / (float)cols;
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
-        const row<T> xr(x + r * cols, cols);
         T *yr = y + r * cols;
+        const row<T> xr(x + r * cols, yr, cols);
         float q = 0.0f;
-        xr.each([&](long long, float v) { q += v * v; });
+        xr.each([&](float v) { q += v * v; });
         const float rstd = rsqrtf(block_reduce<false>(q, red) * inv_n + eps);
-        xr.each([&](long long i, float v) { store(yr + i, w ? v * rstd * load(w + i) : v * rstd); });
+        xr.write(yr, [&](long long i, float v) { return w ? v * rstd * lanes<T>::load1(w + i) : v * rstd; });
     }
 }
 

@@ -76,16 +76,19 @@ static int softmax_dim(tk_ctx *ctx, const tk_tensor *x)
     return 0;
 }
 
-/* The launch: one block per row, threads for 4 elements each (32 to 1024, a power of two). */
+/* The launch: one block per row, of a power of two from 32 to 1024 threads with about kVecs (2,
+ * norm.cu) 16-byte vectors of the row each. */
 static int launch_rows(tk_ctx *ctx, const tk_kernel *k, const tk_tensor *x, int64_t *rows, int64_t *cols,
                        tk_dim3 *grid, tk_dim3 *block)
 {
     int rank = tk_tensor_rank(x);
+    int64_t per_vec = 16 / (int64_t)tk_dtype_size(tk_tensor_dtype(x));
     (void)ctx, (void)k;
     *cols = tk_tensor_dim(x, rank - 1);
     *rows = *cols ? tk_numel(x) / *cols : 0;
+    int64_t per_thread = 2 * per_vec;
     unsigned t = 32;
-    while (t < 1024 && (int64_t)t * 4 < *cols)
+    while (t < 1024 && (int64_t)t * per_thread < *cols)
         t *= 2;
     *grid = TK_DIM3(*rows < INT32_MAX ? (unsigned)*rows : (unsigned)INT32_MAX);
     *block = TK_DIM3(t);
