@@ -36,6 +36,7 @@ template <> struct lanes<float> {
     }
     static __device__ __forceinline__ float load1(const float *p) { return __ldg(p); }
     static __device__ __forceinline__ void store1(float *p, float v) { *p = v; }
+    static __device__ __forceinline__ float from_float(float v) { return v; }
 };
 
 template <> struct lanes<__nv_bfloat16> {
@@ -61,6 +62,7 @@ template <> struct lanes<__nv_bfloat16> {
     }
     static __device__ __forceinline__ float load1(const __nv_bfloat16 *p) { return __bfloat162float(__ldg(p)); }
     static __device__ __forceinline__ void store1(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+    static __device__ __forceinline__ __nv_bfloat16 from_float(float v) { return __float2bfloat16_rn(v); }
 };
 
 template <> struct lanes<__half> {
@@ -86,6 +88,7 @@ template <> struct lanes<__half> {
     }
     static __device__ __forceinline__ float load1(const __half *p) { return __half2float(__ldg(p)); }
     static __device__ __forceinline__ void store1(__half *p, float v) { *p = __float2half_rn(v); }
+    static __device__ __forceinline__ __half from_float(float v) { return __float2half_rn(v); }
 };
 
 

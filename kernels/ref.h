@@ -52,6 +52,20 @@ int tk_ref_layer_norm(tk_dtype dtype, const void *x, const void *w, const void *
                       int64_t cols, float eps);
 int tk_ref_rms_norm(tk_dtype dtype, const void *x, const void *w, void *y, int64_t rows, int64_t cols, float eps);
 
+/* tk::sdpa's geometry: B batches of H heads, S queries, Sk keys, head dim D; each tensor's strides
+ * (in elements) of batch, head and seq, the head dim contiguous; the scale (already resolved from
+ * 0 to 1/sqrt(D)) and whether key j > query i is masked. */
+typedef struct tk_sdpa_dims {
+    int64_t B, H, S, Sk, D;
+    int64_t q[3], k[3], v[3], o[3];
+    double scale;
+    int causal;
+} tk_sdpa_dims;
+
+/* o = softmax(q k^T * scale) v over g (attention_ref.c), sums in double. 0, TK_EUNSUPPORTED for a
+ * dtype other than f32, f16, bf16, TK_ENOMEM. */
+int tk_ref_sdpa(tk_dtype dtype, const void *q, const void *k, const void *v, void *o, const tk_sdpa_dims *g);
+
 /* y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear): x [M, K], w [N, K], b [N] (or NULL),
  * y [M, N], all of dtype, accumulated in float in order of k, the bias added last, rounded once
  * to dtype. Returns 0, or TK_EUNSUPPORTED for a dtype other than f32, f16, bf16. */

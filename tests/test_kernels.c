@@ -6,6 +6,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -315,6 +316,80 @@ static void ref__row_ops_in_16_bits_round_once(void **state)
         tk_tensor *free_list[] = {x16, x32, a16, a32, b16, b32, c16, c32};
         for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
             tk_tensor_free(free_list[i]);
+    }
+}
+
+/* attention worked out by hand (Python, double): q [2, 2], k and v [3, 2], scale 1/sqrt(2) */
+static void ref__sdpa_matches_hand_computed_attention(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t sq[4] = {1, 1, 2, 2}, skv[4] = {1, 1, 3, 2};
+    const float q[] = {1, 0, 0.5f, -1}, k[] = {1, 1, 0, 2, -1, 0.5f}, v[] = {1, 2, 3, -1, 0, 0.5f};
+    const double full[] = {1.427961574439142, 0.937969903211153, 0.995247951594669, 0.9787403590525651};
+    const double causal[] = {1.0, 2.0, 1.5143666304536139, 1.2284500543195789};
+    tk_tensor *tq = tensor_of(TK_F32, 4, sq, q), *tk_ = tensor_of(TK_F32, 4, skv, k), *tv = tensor_of(TK_F32, 4, skv, v);
+    tk_tensor *a = tk_sdpa(ctx, tq, tk_, tv, 0), *c = tk_sdpa(ctx, tq, tk_, tv, 1);
+    assert_non_null(a);
+    assert_non_null(c);
+    for (int64_t i = 0; i < 4; i++) {
+        assert_near(value_at(a, i), full[i], 1e-6, "sdpa", i);
+        assert_near(value_at(c, i), causal[i], 1e-6, "sdpa causal", i);
+    }
+    /* an explicit scale: 1/sqrt(2) again */
+    tk_tensor *e = tk_call(ctx, "tk::sdpa", tq, tk_, tv, false, 0.70710678118654752);
+    assert_non_null(e);
+    for (int64_t i = 0; i < 4; i++)
+        assert_near(value_at(e, i), full[i], 1e-6, "sdpa scale", i);
+    /* mismatched inputs */
+    const int64_t s3[3] = {1, 3, 2};
+    tk_tensor *r3 = tensor_of(TK_F32, 3, s3, k);
+    assert_null(tk_sdpa(ctx, tq, r3, tv, 0));
+    assert_contains(tk_error_last(), "op 'tk::sdpa': input 'k' (in[1]) is f32 of rank 3, expected f32 of rank 4");
+    assert_null(tk_call(ctx, "tk::sdpa", tq, tk_, tv, false, 0.0, 3));
+    assert_contains(tk_error_last(), "input 'q' (in[0]) is f32 of rank 4, expected f32 of rank 3 ([B, S, heads*D])");
+    tk_tensor *free_list[] = {tq, tk_, tv, a, c, e, r3};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
+/* heads side by side ([B, S, H*D], heads=H) gives what [B, H, S, D] gives for the same numbers */
+static void ref__sdpa_layouts_agree(void **state)
+{
+    tk_ctx *ctx = *state;
+    enum { B = 2, H = 3, S = 5, D = 4 };
+    float bhsd[3][B * H * S * D], bshd[3][B * H * S * D];
+    for (int t = 0; t < 3; t++)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < S; i++)
+                    for (int d = 0; d < D; d++) {
+                        float x = (float)(((t * 31 + b * 17 + h * 7 + i * 5 + d * 3) % 23) - 11) / 8.0f;
+                        bhsd[t][((b * H + h) * S + i) * D + d] = x;
+                        bshd[t][((b * S + i) * H + h) * D + d] = x;
+                    }
+    const int64_t s4[4] = {B, H, S, D}, s3[3] = {B, S, H * D};
+    for (int causal = 0; causal < 2; causal++) {
+        tk_tensor *a[3], *b3[3];
+        for (int t = 0; t < 3; t++) {
+            a[t] = tensor_of(TK_F32, 4, s4, bhsd[t]);
+            b3[t] = tensor_of(TK_F32, 3, s3, bshd[t]);
+        }
+        tk_tensor *y4 = tk_sdpa(ctx, a[0], a[1], a[2], causal);
+        tk_tensor *y3 = tk_call(ctx, "tk::sdpa", b3[0], b3[1], b3[2], causal != 0, 0.0, (int)H);
+        assert_non_null(y4);
+        assert_non_null(y3);
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < H; h++)
+                for (int i = 0; i < S; i++)
+                    for (int d = 0; d < D; d++)
+                        assert_near(value_at(y3, ((b * S + i) * H + h) * D + d), value_at(y4, ((b * H + h) * S + i) * D + d),
+                                    1e-6, "sdpa heads layout", d);
+        for (int t = 0; t < 3; t++) {
+            tk_tensor_free(a[t]);
+            tk_tensor_free(b3[t]);
+        }
+        tk_tensor_free(y4);
+        tk_tensor_free(y3);
     }
 }
 
@@ -654,6 +729,8 @@ int main(void)
         CPU_TEST(ref__gelu_exact_matches_the_erf_form),
         CPU_TEST(ref__row_ops_match_hand_computed_rows),
         CPU_TEST(ref__row_ops_in_16_bits_round_once),
+        CPU_TEST(ref__sdpa_matches_hand_computed_attention),
+        CPU_TEST(ref__sdpa_layouts_agree),
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
         CPU_TEST(ref__gelu_matches_the_tanh_form_evaluated_in_double),
         CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),

@@ -691,6 +691,56 @@ static void gpu__row_ops_match_the_reference(void **state)
     }
 }
 
+/* --- tk::sdpa ------------------------------------------------------------------------------- */
+
+/* q [B, H, S, D] (or [B, S, H*D] with heads), k and v with Sk keys: GPU against the CPU. */
+static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S, int64_t Sk, int64_t D, int causal,
+                       int heads_layout)
+{
+    int64_t sq[4] = {B, H, S, D}, skv[4] = {B, H, Sk, D}, sq3[3] = {B, S, H * D}, skv3[3] = {B, Sk, H * D};
+    int rank = heads_layout ? 3 : 4;
+    tk_tensor *h[3] = {host(dt, rank, heads_layout ? sq3 : sq), host(dt, rank, heads_layout ? skv3 : skv),
+                       host(dt, rank, heads_layout ? skv3 : skv)};
+    tk_tensor *d[3];
+    for (int i = 0; i < 3; i++) {
+        fill(h[i], -2.0f, 2.0f);
+        d[i] = upload(f, h[i]);
+    }
+    int64_t heads = heads_layout ? H : 0;
+    tk_tensor *ref = tk_call(f->cpu, "tk::sdpa", h[0], h[1], h[2], causal != 0, 0.0, heads);
+    tk_tensor *dy = tk_call(f->gpu, "tk::sdpa", d[0], d[1], d[2], causal != 0, 0.0, heads);
+    if (!ref || !dy)
+        fail_msg("tk::sdpa %s: %s", tk_dtype_name(dt), tk_error_last());
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_tensor *got = download(f, dy);
+    char what[192];
+    snprintf(what, sizeof what, "tk::sdpa %s B=%lld H=%lld S=%lld Sk=%lld D=%lld%s%s", tk_dtype_name(dt), (long long)B,
+             (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "",
+             heads_layout ? " [B, S, H*D]" : "");
+    /* f16/bf16: p is rounded to the dtype before p v (tensor cores), the output once more */
+    double rtol = dt == TK_F32 ? 1e-4 : dt == TK_F16 ? 1e-2 : 3e-2, atol = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
+    assert_close(what, got, ref, rtol, atol);
+    tk_tensor *free_list[] = {h[0], h[1], h[2], d[0], d[1], d[2], ref, dy, got};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
+static void gpu__sdpa_matches_the_reference(void **state)
+{
+    fixture *f = *state;
+    for (size_t t = 0; t < 3; t++) {
+        tk_dtype dt = DTYPES[t];
+        for (int causal = 0; causal < 2; causal++) {
+            check_sdpa(f, dt, 2, 3, 77, 77, 64, causal, 0);     /* tensor cores (16-bit), a partial tile */
+            check_sdpa(f, dt, 1, 2, 130, 130, 128, causal, 0);  /* D 128 */
+            check_sdpa(f, dt, 2, 4, 50, 50, 64, causal, 1);     /* heads side by side */
+            check_sdpa(f, dt, 1, 2, 33, 100, 64, causal, 0);    /* more keys than queries */
+            check_sdpa(f, dt, 1, 2, 40, 40, 32, causal, 0);     /* D 32: the row kernel */
+            check_sdpa(f, dt, 1, 1, 1, 1, 64, causal, 0);       /* one query, one key */
+        }
+    }
+}
+
 #define GPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -711,6 +761,7 @@ int main(void)
         GPU_TEST(gpu__silu_matches_the_reference),
         GPU_TEST(gpu__gelu_matches_the_reference),
         GPU_TEST(gpu__row_ops_match_the_reference),
+        GPU_TEST(gpu__sdpa_matches_the_reference),
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),
         GPU_TEST(gpu__linear_matches_the_reference),
         GPU_TEST(gpu__linear_without_bias_matches_the_reference),

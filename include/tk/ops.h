@@ -48,6 +48,17 @@ tk_tensor *tk_rms_norm(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, double eps);
  * y [..., N]; all of one dtype (f32, f16 or bf16), accumulated in f32 (cuBLASLt on a GPU). */
 tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 
+/* tk::sdpa, F.scaled_dot_product_attention(q, k, v, is_causal=causal) without a mask tensor or
+ * dropout: (Tensor q, Tensor k, Tensor v, bool causal=False, float scale=0.0, int heads=0) -> Tensor.
+ *   heads 0: q [B, H, S, D], k and v [B, H, Sk, D] (PyTorch's layout), out [B, H, S, D];
+ *   heads n: q [B, S, n*D], k and v [B, Sk, n*D] (a linear's output, heads side by side), out
+ *            [B, S, n*D]: tk_call(ctx, "tk::sdpa", q, k, v, causal, 0.0, n).
+ * All of one dtype (f32, f16, bf16); B, H, Sk agree between the inputs; S and Sk may be dynamic,
+ * D is static. scale 0 means 1/sqrt(D). causal masks key j > query i (top-left aligned, as
+ * PyTorch's is_causal). On a GPU: tensor cores for f16/bf16 with D 64 or 128, a row kernel
+ * otherwise (D up to 256); softmax in float. */
+tk_tensor *tk_sdpa(tk_ctx *ctx, tk_tensor *q, tk_tensor *k, tk_tensor *v, int causal);
+
 /* Each helper is also a macro calling tk_call where it is used, so a traced program records the
  * model's source line for the node (not kernels/'s); (tk_add)(...) or &tk_add reach the function. */
 #define tk_add(ctx, a, b) tk_call((ctx), "tk::add", (a), (b))
@@ -61,6 +72,7 @@ tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 #define tk_layer_norm(ctx, x, w, b, eps) tk_call((ctx), "tk::layer_norm", (x), (w), (b), (double)(eps))
 #define tk_rms_norm(ctx, x, w, eps) tk_call((ctx), "tk::rms_norm", (x), (w), (double)(eps))
 #define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
+#define tk_sdpa(ctx, q, k, v, causal) tk_call((ctx), "tk::sdpa", (q), (k), (v), ((causal) != 0))
 
 TK_API_END
 #ifdef __cplusplus

@@ -1,0 +1,173 @@
+/* tk::sdpa, PyTorch's F.scaled_dot_product_attention without a mask tensor or dropout:
+ *   (Tensor q, Tensor k, Tensor v, bool causal=False, float scale=0.0, int heads=0) -> Tensor
+ * heads 0: q [B, H, S, D], k and v [B, H, Sk, D] (PyTorch's layout), out [B, H, S, D];
+ * heads n: q [B, S, n*D], k and v [B, Sk, n*D] (what a linear makes: no transpose), out like q.
+ * scale 0 is 1/sqrt(D); causal masks key j > query i (PyTorch's is_causal, top-left aligned).
+ * On a GPU the tensor-core kernel of attention.cu for f16/bf16 with D 64 or 128 on 16-byte
+ * aligned rows, the row kernel otherwise (D up to 256); attention_ref.c on the CPU. */
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <tk/op.h>
+#include <tk/ops.h>
+#include <tk/runtime.h>
+
+#include "ref.h"
+
+TK_KERNEL_DECL(tk_sdpa_wmma_f16_d64);
+TK_KERNEL_DECL(tk_sdpa_wmma_f16_d128);
+TK_KERNEL_DECL(tk_sdpa_wmma_bf16_d64);
+TK_KERNEL_DECL(tk_sdpa_wmma_bf16_d128);
+TK_KERNEL_DECL(tk_sdpa_rows_f32);
+TK_KERNEL_DECL(tk_sdpa_rows_f16);
+TK_KERNEL_DECL(tk_sdpa_rows_bf16);
+
+static const char *const names[3] = {"q", "k", "v"};
+
+/* The inputs' agreement (dtype, ranks, dims: symbolic ones become requirements) and the head dim. */
+static int sdpa_check(tk_ctx *ctx, tk_tensor *const *in, int64_t *dhead)
+{
+    int64_t heads = tk_arg_int(ctx, 5);
+    int rank = heads ? 3 : 4;
+    tk_dtype dt = tk_tensor_dtype(in[0]);
+    if (dt != TK_F32 && dt != TK_F16 && dt != TK_BF16)
+        return tk_error_set(TK_EUNSUPPORTED, "op 'tk::sdpa' does not support dtype '%s' (expected f32, f16 or bf16)",
+                            tk_dtype_name(dt));
+    if (heads < 0)
+        return tk_error_set(TK_EINVAL, "op 'tk::sdpa': heads is %lld; 0 (q [B, H, S, D]) or the number of heads "
+                            "(q [B, S, heads*D])", (long long)heads);
+    for (int i = 0; i < 3; i++) {
+        if (tk_tensor_dtype(in[i]) != dt || tk_tensor_rank(in[i]) != rank)
+            return tk_error_set(TK_EINVAL, "op 'tk::sdpa': input '%s' (in[%d]) is %s of rank %d, expected %s of rank %d "
+                                "(%s)", names[i], i, tk_dtype_name(tk_tensor_dtype(in[i])), tk_tensor_rank(in[i]),
+                                tk_dtype_name(dt), rank, heads ? "[B, S, heads*D]" : "[B, H, S, D]");
+    }
+    tk_sym last = tk_tensor_sym(in[0], rank - 1);
+    if (!tk_sym_is_const(last))
+        return tk_error_set(TK_EINVAL, "op 'tk::sdpa': q's last dim must be static (the head dim%s)",
+                            heads ? " times heads" : "");
+    if (heads && last.value % heads)
+        return tk_error_set(TK_EINVAL, "op 'tk::sdpa': q's last dim %lld is not a multiple of heads %lld",
+                            (long long)last.value, (long long)heads);
+    *dhead = heads ? last.value / heads : last.value;
+    /* dims that must agree: every input's batch, head and last dims; k's and v's key counts */
+    char what[96];
+    int err = 0;
+    for (int i = 1; i < 3 && !err; i++)
+        for (int d = 0; d < rank && !err; d++) {
+            int seq = d == rank - 2;
+            if (seq && i == 1)
+                continue; /* k's keys against q's queries: any */
+            const tk_tensor *a = seq ? in[1] : in[0];
+            snprintf(what, sizeof what, "%s dim %d == %s dim %d", seq ? "k" : "q", d, names[i], d);
+            err = tk_require_eq(ctx, tk_tensor_sym(a, d), tk_tensor_sym(in[i], d), what);
+        }
+    return err;
+}
+
+/* The geometry of a call: dims and strides of contiguous tensors in either layout. */
+static void sdpa_dims(tk_ctx *ctx, tk_tensor *const *in, int64_t D, tk_sdpa_dims *g)
+{
+    int64_t heads = tk_arg_int(ctx, 5);
+    double scale = tk_arg_float(ctx, 4);
+    g->D = D;
+    g->B = tk_tensor_dim(in[0], 0);
+    if (heads) {
+        g->H = heads;
+        g->S = tk_tensor_dim(in[0], 1);
+        g->Sk = tk_tensor_dim(in[1], 1);
+    } else {
+        g->H = tk_tensor_dim(in[0], 1);
+        g->S = tk_tensor_dim(in[0], 2);
+        g->Sk = tk_tensor_dim(in[1], 2);
+    }
+    for (int t = 0; t < 4; t++) {
+        int64_t *st = t == 0 ? g->q : t == 1 ? g->k : t == 2 ? g->v : g->o;
+        int64_t seq = t == 1 || t == 2 ? g->Sk : g->S;
+        if (heads) {
+            st[0] = seq * heads * D, st[1] = D, st[2] = heads * D;
+        } else {
+            st[0] = g->H * seq * D, st[1] = seq * D, st[2] = D;
+        }
+    }
+    g->scale = scale != 0 ? scale : 1.0 / sqrt((double)D);
+    g->causal = tk_arg_bool(ctx, 3);
+}
+
+static int sdpa_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    int64_t D;
+    int err = sdpa_check(ctx, in, &D);
+    return err ? err : tk_spec_like(out[0], in[0]);
+}
+
+static int sdpa_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int64_t D;
+    tk_sdpa_dims g;
+    int err = sdpa_check(ctx, in, &D);
+    if (err)
+        return err;
+    sdpa_dims(ctx, in, D, &g);
+    return tk_ref_sdpa(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), tk_tensor_data(in[1]), tk_tensor_data(in[2]),
+                       tk_tensor_data(out[0]), &g);
+}
+
+/* q k^T and p v: 4 B H S Sk D flops (causal: about half); q, k, v and o read or written once */
+static int sdpa_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    double q = (double)tk_numel(in[0]), k = (double)tk_numel(in[1]), sz = (double)tk_dtype_size(tk_tensor_dtype(in[0]));
+    int rank = tk_tensor_rank(in[1]);
+    double sk = (double)tk_tensor_dim(in[1], rank - 2);
+    cost->flops = 4.0 * q * sk;
+    cost->bytes = (2 * q + 2 * k) * sz;
+    (void)out;
+    return 0;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+TK_OP(tk_sdpa_op, "tk::sdpa", "(Tensor q, Tensor k, Tensor v, bool causal=False, float scale=0.0, int heads=0) -> Tensor",
+      .meta = sdpa_meta, .cpu = sdpa_cpu, .cost = sdpa_cost)
+{
+    int64_t D;
+    tk_sdpa_dims g;
+    int err = sdpa_check(ctx, in, &D);
+    if (err)
+        return err;
+    sdpa_dims(ctx, in, D, &g);
+    if (g.B * g.H > 65535 || g.S > INT32_MAX || g.Sk > INT32_MAX)
+        return tk_error_set(TK_EUNSUPPORTED, "op 'tk::sdpa': %lld batches x heads (at most 65535) or %lld queries, "
+                            "%lld keys (at most 2^31 - 1)", (long long)(g.B * g.H), (long long)g.S, (long long)g.Sk);
+    if (g.S == 0 || g.B * g.H == 0)
+        return 0;
+    tk_dtype dt = tk_tensor_dtype(in[0]);
+    int wmma = dt != TK_F32 && (D == 64 || D == 128);
+    for (int i = 0; i < 4; i++)
+        wmma = wmma && aligned16(tk_tensor_data(i < 3 ? in[i] : out[0]));
+    for (int i = 0; i < 3; i++)
+        wmma = wmma && (g.q[i] | g.k[i] | g.v[i] | g.o[i]) % 8 == 0;
+    long long s[12] = {g.q[0], g.q[1], g.q[2], g.k[0], g.k[1], g.k[2], g.v[0], g.v[1], g.v[2], g.o[0], g.o[1], g.o[2]};
+    int H = (int)g.H, S = (int)g.S, Sk = (int)g.Sk, causal = g.causal;
+    float scale = (float)g.scale;
+    if (wmma) {
+        const tk_kernel *kern = dt == TK_F16 ? (D == 64 ? tk_sdpa_wmma_f16_d64 : tk_sdpa_wmma_f16_d128)
+                                             : (D == 64 ? tk_sdpa_wmma_bf16_d64 : tk_sdpa_wmma_bf16_d128);
+        tk_dim3 grid = {(unsigned)tk_cdiv(S, 64), (unsigned)(g.B * g.H), 1};
+        return tk_wrap(ctx, kern, grid, TK_DIM3(128), in[0], in[1], in[2], out[0], H, S, Sk, s[0], s[1], s[2], s[3],
+                       s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], scale, causal);
+    }
+    if (D > 256)
+        return tk_error_set(TK_EUNSUPPORTED, "op 'tk::sdpa': head dim %lld on a GPU (at most 256)", (long long)D);
+    const tk_kernel *kern = dt == TK_F32 ? tk_sdpa_rows_f32 : dt == TK_F16 ? tk_sdpa_rows_f16 : tk_sdpa_rows_bf16;
+    int64_t bx = tk_cdiv(S, 4);
+    tk_dim3 grid = {(unsigned)(bx < 65535 ? bx : 65535), (unsigned)(g.B * g.H), 1};
+    int d = (int)D;
+    return tk_wrap(ctx, kern, grid, TK_DIM3(128), in[0], in[1], in[2], out[0], H, S, Sk, s[0], s[1], s[2], s[3], s[4],
+                   s[5], s[6], s[7], s[8], s[9], s[10], s[11], scale, causal, d);
+}
+
+tk_tensor *(tk_sdpa)(tk_ctx *ctx, tk_tensor *q, tk_tensor *k, tk_tensor *v, int causal)
+{
+    return tk_call(ctx, "tk::sdpa", q, k, v, causal != 0);
+}
