@@ -318,7 +318,8 @@ typedef struct tk_op_def {
     tk_op_fn body;      /* the function TK_OP defines */
     const char *file;
     int line;
-    tk_meta_fn meta;    /* optional: .meta = fn; without it, every output is like in[0] */
+    tk_meta_fn meta;    /* .meta = fn: required by export (tkexport export refuses an op without one);
+                           eagerly, without it, every output is like in[0] */
     tk_op_fn cpu;       /* optional: .cpu = fn */
     tk_cost_fn cost;    /* optional: .cost = fn (version 2) */
 } tk_op_def;
