@@ -66,6 +66,11 @@ typedef struct tk_sdpa_dims {
  * dtype other than f32, f16, bf16, TK_ENOMEM. */
 int tk_ref_sdpa(tk_dtype dtype, const void *q, const void *k, const void *v, void *o, const tk_sdpa_dims *g);
 
+/* y[i, :] = w[ids[i], :] for n ids (i32 or i64) into a [rows, cols] weight of dtype (gather_ref.c).
+ * 0, or TK_EINVAL naming the first id outside [0, rows). */
+int tk_ref_embedding(tk_dtype dtype, const void *w, int64_t rows, int64_t cols, tk_dtype idtype, const void *ids,
+                     int64_t n, void *y);
+
 /* y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear): x [M, K], w [N, K], b [N] (or NULL),
  * y [M, N], all of dtype, accumulated in float in order of k, the bias added last, rounded once
  * to dtype. Returns 0, or TK_EUNSUPPORTED for a dtype other than f32, f16, bf16. */

@@ -393,6 +393,47 @@ static void ref__sdpa_layouts_agree(void **state)
     }
 }
 
+/* rows picked by i32 and i64 ids of rank 2; an id out of range is refused, naming it */
+static void ref__embedding_gathers_rows(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t ws[2] = {4, 3}, is[2] = {2, 3};
+    const float w[] = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+    tk_tensor *tw = tensor_of(TK_BF16, 2, ws, w);
+    for (int wide = 0; wide < 2; wide++) {
+        tk_tensor *ids;
+        tk_assert_ok(tk_tensor_new(&ids, NULL, CPU, wide ? TK_I64 : TK_I32, 2, is));
+        const int pick[6] = {3, 0, 2, 2, 1, 3};
+        for (int i = 0; i < 6; i++) {
+            if (wide)
+                ((int64_t *)tk_tensor_data(ids))[i] = pick[i];
+            else
+                ((int32_t *)tk_tensor_data(ids))[i] = pick[i];
+        }
+        tk_tensor *y = tk_embedding(ctx, tw, ids);
+        assert_non_null(y);
+        assert_int_equal(tk_tensor_rank(y), 3);
+        assert_int_equal(tk_tensor_dim(y, 0), 2);
+        assert_int_equal(tk_tensor_dim(y, 1), 3);
+        assert_int_equal(tk_tensor_dim(y, 2), 3);
+        for (int i = 0; i < 6; i++)
+            for (int c = 0; c < 3; c++)
+                assert_true(value_at(y, i * 3 + c) == (float)(pick[i] * 10 + c));
+        tk_tensor_free(y);
+        if (wide)
+            ((int64_t *)tk_tensor_data(ids))[4] = 4;
+        else
+            ((int32_t *)tk_tensor_data(ids))[4] = -1;
+        assert_null(tk_embedding(ctx, tw, ids));
+        assert_contains(tk_error_last(), wide ? "op 'tk::embedding': indices[4] is 4, outside the weight's 4 rows"
+                                              : "op 'tk::embedding': indices[4] is -1, outside the weight's 4 rows");
+        tk_tensor_free(ids);
+    }
+    assert_null(tk_embedding(ctx, tw, tw));
+    assert_contains(tk_error_last(), "input 'indices' (in[1]) is bf16, expected i32 or i64");
+    tk_tensor_free(tw);
+}
+
 static void ref__binary_ops_add_and_multiply_elementwise(void **state)
 {
     tk_ctx *ctx = *state;
@@ -731,6 +772,7 @@ int main(void)
         CPU_TEST(ref__row_ops_in_16_bits_round_once),
         CPU_TEST(ref__sdpa_matches_hand_computed_attention),
         CPU_TEST(ref__sdpa_layouts_agree),
+        CPU_TEST(ref__embedding_gathers_rows),
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
         CPU_TEST(ref__gelu_matches_the_tanh_form_evaluated_in_double),
         CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),

@@ -745,6 +745,38 @@ static void gpu__sdpa_matches_the_reference(void **state)
     }
 }
 
+/* tk::embedding: GPT-2's vocabulary rows (768: whole vectors) and 37 columns (element by element) */
+static void gpu__embedding_matches_the_reference(void **state)
+{
+    fixture *f = *state;
+    static const int64_t shapes[][2] = {{50257, 768}, {100, 37}};
+    for (size_t d = 0; d < 3; d++)
+        for (size_t s = 0; s < 2; s++)
+            for (int wide = 0; wide < 2; wide++) {
+                int64_t is[2] = {3, 129};
+                tk_tensor *hw = host(DTYPES[d], 2, shapes[s]), *hi;
+                fill(hw, -1.0f, 1.0f);
+                tk_assert_ok(tk_tensor_new(&hi, NULL, CPU, wide ? TK_I64 : TK_I32, 2, is));
+                for (int64_t i = 0; i < 3 * 129; i++) {
+                    int64_t id = (i * 7919) % shapes[s][0];
+                    if (wide)
+                        ((int64_t *)tk_tensor_data(hi))[i] = id;
+                    else
+                        ((int32_t *)tk_tensor_data(hi))[i] = (int32_t)id;
+                }
+                tk_tensor *dw = upload(f, hw), *di = upload(f, hi);
+                tk_tensor *ref = tk_call(f->cpu, "tk::embedding", hw, hi), *dy = tk_call(f->gpu, "tk::embedding", dw, di);
+                if (!ref || !dy)
+                    fail_msg("tk::embedding: %s", tk_error_last());
+                tk_assert_ok(tk_ctx_sync(f->gpu));
+                tk_tensor *got = download(f, dy);
+                assert_memory_equal(tk_tensor_data(got), tk_tensor_data(ref), tk_tensor_nbytes(ref));
+                tk_tensor *fl[] = {hw, hi, dw, di, ref, dy, got};
+                for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+                    tk_tensor_free(fl[i]);
+            }
+}
+
 #define GPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -766,6 +798,7 @@ int main(void)
         GPU_TEST(gpu__gelu_matches_the_reference),
         GPU_TEST(gpu__row_ops_match_the_reference),
         GPU_TEST(gpu__sdpa_matches_the_reference),
+        GPU_TEST(gpu__embedding_matches_the_reference),
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),
         GPU_TEST(gpu__linear_matches_the_reference),
         GPU_TEST(gpu__linear_without_bias_matches_the_reference),

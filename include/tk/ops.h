@@ -59,6 +59,12 @@ tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
  * otherwise (D up to 256); softmax in float. */
 tk_tensor *tk_sdpa(tk_ctx *ctx, tk_tensor *q, tk_tensor *k, tk_tensor *v, int causal);
 
+/* tk::embedding, (Tensor weight, Tensor indices) -> Tensor (aten::embedding; F.embedding(ids, w)):
+ * weight [rows, D] (f32, f16, bf16), indices of any shape (i32, i64), out [*indices, D]. An index
+ * outside [0, rows) is refused on the CPU; on a GPU it gives a row of zeros (no check without a
+ * sync). */
+tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
+
 /* Each helper is also a macro calling tk_call where it is used, so a traced program records the
  * model's source line for the node (not kernels/'s); (tk_add)(...) or &tk_add reach the function. */
 #define tk_add(ctx, a, b) tk_call((ctx), "tk::add", (a), (b))
@@ -72,6 +78,7 @@ tk_tensor *tk_sdpa(tk_ctx *ctx, tk_tensor *q, tk_tensor *k, tk_tensor *v, int ca
 #define tk_layer_norm(ctx, x, w, b, eps) tk_call((ctx), "tk::layer_norm", (x), (w), (b), (double)(eps))
 #define tk_rms_norm(ctx, x, w, eps) tk_call((ctx), "tk::rms_norm", (x), (w), (double)(eps))
 #define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
+#define tk_embedding(ctx, w, ids) tk_call((ctx), "tk::embedding", (w), (ids))
 #define tk_sdpa(ctx, q, k, v, causal) tk_call((ctx), "tk::sdpa", (q), (k), (v), ((causal) != 0))
 
 TK_API_END
