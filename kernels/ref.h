@@ -71,6 +71,11 @@ int tk_ref_sdpa(tk_dtype dtype, const void *q, const void *k, const void *v, voi
 int tk_ref_embedding(tk_dtype dtype, const void *w, int64_t rows, int64_t cols, tk_dtype idtype, const void *ids,
                      int64_t n, void *y);
 
+/* y (contiguous, rank dims) = x read at offset + sum_d i_d * st[d], elements of es bytes
+ * (layout_ref.c; the layout built-ins' CPU path). Returns 0. */
+int tk_ref_strided_copy(size_t es, const void *x, void *y, int rank, const int64_t *dims, const int64_t *st,
+                        int64_t offset);
+
 /* y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear): x [M, K], w [N, K], b [N] (or NULL),
  * y [M, N], all of dtype, accumulated in float in order of k, the bias added last, rounded once
  * to dtype. Returns 0, or TK_EUNSUPPORTED for a dtype other than f32, f16, bf16. */

@@ -266,6 +266,23 @@ TK_PROGRAM(attrs_bad_prog, "attrs_bad", TK_INPUT("x", TK_F32, TK_DIM("batch", 1,
     return out[0] ? 0 : TK_EINVAL;
 }
 
+/* layout ops over a dynamic batch: split it in pairs, swap the last two dims, join the pairs again */
+TK_PROGRAM(layout_prog, "layout", TK_INPUT("x", TK_F32, TK_DIM("batch", 2, 16), 6, 8))
+{
+    tk_tensor *a = tk_call(ctx, "tk::unflatten", in[0], 0, TK_INTS(-1, 2));
+    tk_tensor *b = tk_transpose(ctx, a, 2, 3);
+    out[0] = tk_call(ctx, "tk::flatten", b, 0, 1);
+    tk_tensor_free(a);
+    tk_tensor_free(b);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
+TK_PROGRAM(layout_bad_prog, "layout_bad", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), TK_DIM("seq", 1, 8), 4))
+{
+    out[0] = tk_call(ctx, "tk::flatten", in[0], 0, 1);
+    return out[0] ? 0 : TK_EINVAL;
+}
+
 static int g_outs_line, g_chain_line;
 
 /* two outputs through the public call API: one node with the model's line */
@@ -718,6 +735,46 @@ static void trace__scalar_arguments_are_recorded_stored_and_passed_again(void **
 }
 
 static char *edited_json(const tk_program_model *m, const char *from, const char *to);
+
+/* Layout ops keep the batch symbolic (a floor division, its guard, a product by a constant), and
+ * a session runs them: out[i][k][j] == x[i][j][k]. Flattening two dynamic dims is refused. */
+static void trace__layout_ops_keep_dynamic_dims(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("layout", NULL);
+    assert_int_equal(m->nnodes, 3);
+    assert_string_equal(m->nodes[0].outputs[0].dims[0].expr, "batch // 2");
+    assert_string_equal(m->nodes[2].outputs[0].dims[0].expr, "2*(batch // 2)");
+    assert_int_equal(m->nguards, 1);
+    assert_string_equal(m->guards[0], "batch % 2 == 0");
+    tk_exec_program *p = NULL;
+    tk_session *s = NULL;
+    tk_assert_ok(tk_exec_program_new(&p, m, m->weights, m->weights_len, "'layout'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s, p, (tk_device){TK_DEVICE_CPU, 0}, NULL));
+    for (int64_t batch = 2; batch <= 16; batch += 6) {
+        const int64_t shape[3] = {batch, 6, 8};
+        tk_tensor *x = NULL, *y = NULL;
+        tk_assert_ok(tk_tensor_new(&x, NULL, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 3, shape));
+        float *xp = tk_tensor_data(x);
+        for (int i = 0; i < batch * 48; i++)
+            xp[i] = (float)i;
+        tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
+        assert_int_equal(tk_tensor_dim(y, 0), batch);
+        assert_int_equal(tk_tensor_dim(y, 1), 8);
+        const float *yp = tk_tensor_data(y);
+        for (int64_t i = 0; i < batch; i++)
+            for (int k = 0; k < 8; k++)
+                for (int j = 0; j < 6; j++)
+                    assert_true(yp[(i * 8 + k) * 6 + j] == xp[(i * 6 + j) * 8 + k]);
+        tk_tensor_free(x);
+        tk_tensor_free(y);
+    }
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    tk_program_model_free(m);
+    assert_true(trace_rc("layout_bad", NULL) != 0);
+    assert_contains(tk_error_last(), "op 'tk::flatten': dims 0 to 1 hold two dynamic dims");
+}
 
 /* Hand-edited attrs: each mismatch with the op's schema is refused, naming the node and key. */
 static void tkprog__attrs_are_checked_against_the_schema(void **state)
@@ -1414,6 +1471,7 @@ int main(void)
         cmocka_unit_test(trace__several_outputs_through_tk_call_outs),
         cmocka_unit_test(trace__scalar_arguments_are_recorded_stored_and_passed_again),
         cmocka_unit_test(tkprog__attrs_are_checked_against_the_schema),
+        cmocka_unit_test(trace__layout_ops_keep_dynamic_dims),
         cmocka_unit_test(trace__a_null_passed_on_names_the_first_failure),
         cmocka_unit_test(trace__a_meta_that_reads_a_dynamic_dim_as_a_number_is_refused),
         cmocka_unit_test(guards__forcing_message_names_dim_op_line_and_fix),

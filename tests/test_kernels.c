@@ -434,6 +434,66 @@ static void ref__embedding_gathers_rows(void **state)
     tk_tensor_free(tw);
 }
 
+/* layout ops on x[i][j][k] = 100 i + 10 j + k, [2, 3, 4], each result read back by its own index */
+static void ref__layout_ops_move_elements_where_pytorch_does(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int64_t shape[3] = {2, 3, 4};
+    float v[24];
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                v[(i * 3 + j) * 4 + k] = (float)(100 * i + 10 * j + k);
+    tk_tensor *x = tensor_of(TK_F32, 3, shape, v);
+    /* transpose(0, 2): y[k][j][i] = x[i][j][k] */
+    tk_tensor *t = tk_transpose(ctx, x, 0, -1);
+    assert_non_null(t);
+    assert_int_equal(tk_tensor_dim(t, 0), 4);
+    assert_int_equal(tk_tensor_dim(t, 2), 2);
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 3; j++)
+            for (int i = 0; i < 2; i++)
+                assert_true(value_at(t, (k * 3 + j) * 2 + i) == (float)(100 * i + 10 * j + k));
+    /* permute([1, 2, 0]): y[j][k][i] */
+    tk_tensor *p = tk_call(ctx, "tk::permute", x, TK_INTS(1, 2, 0));
+    assert_non_null(p);
+    for (int j = 0; j < 3; j++)
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 2; i++)
+                assert_true(value_at(p, (j * 4 + k) * 2 + i) == (float)(100 * i + 10 * j + k));
+    /* narrow(1, 1, 2): rows j = 1, 2 */
+    tk_tensor *n = tk_narrow(ctx, x, 1, 1, 2);
+    assert_non_null(n);
+    assert_int_equal(tk_tensor_dim(n, 1), 2);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            for (int k = 0; k < 4; k++)
+                assert_true(value_at(n, (i * 2 + j) * 4 + k) == (float)(100 * i + 10 * (j + 1) + k));
+    /* flatten(0, 1) and unflatten(2, [2, -1]): the same elements in order, other shapes */
+    tk_tensor *f = tk_call(ctx, "tk::flatten", x, 0, 1), *u = tk_call(ctx, "tk::unflatten", x, 2, TK_INTS(2, -1));
+    assert_non_null(f);
+    assert_non_null(u);
+    assert_int_equal(tk_tensor_rank(f), 2);
+    assert_int_equal(tk_tensor_dim(f, 0), 6);
+    assert_int_equal(tk_tensor_rank(u), 4);
+    assert_int_equal(tk_tensor_dim(u, 2), 2);
+    assert_int_equal(tk_tensor_dim(u, 3), 2);
+    assert_memory_equal(tk_tensor_data(f), v, sizeof v);
+    assert_memory_equal(tk_tensor_data(u), v, sizeof v);
+    /* refusals */
+    assert_null(tk_call(ctx, "tk::permute", x, TK_INTS(1, 1, 0)));
+    assert_contains(tk_error_last(), "op 'tk::permute': dims names dim 1 twice");
+    assert_null(tk_narrow(ctx, x, 1, 2, 2));
+    assert_contains(tk_error_last(), "x dim 1 >= narrow's start + length (4)");
+    assert_null(tk_transpose(ctx, x, 0, 3));
+    assert_contains(tk_error_last(), "op 'tk::transpose': dim1 is 3, outside [-3, 2] for x of rank 3");
+    assert_null(tk_call(ctx, "tk::unflatten", x, 2, TK_INTS(3, -1)));
+    assert_contains(tk_error_last(), "x dim 2 divisible by 3");
+    tk_tensor *fl[] = {x, t, p, n, f, u};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        tk_tensor_free(fl[i]);
+}
+
 static void ref__binary_ops_add_and_multiply_elementwise(void **state)
 {
     tk_ctx *ctx = *state;
@@ -773,6 +833,7 @@ int main(void)
         CPU_TEST(ref__sdpa_matches_hand_computed_attention),
         CPU_TEST(ref__sdpa_layouts_agree),
         CPU_TEST(ref__embedding_gathers_rows),
+        CPU_TEST(ref__layout_ops_move_elements_where_pytorch_does),
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
         CPU_TEST(ref__gelu_matches_the_tanh_form_evaluated_in_double),
         CPU_TEST(ref__linear_matches_a_hand_computed_2x3_example),

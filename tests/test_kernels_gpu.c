@@ -24,6 +24,7 @@
 
 #include <tk/half.h>
 #include <tk/op.h>
+#include <tk/ops.h>
 #include <tk/runtime.h>
 
 #include "cublaslt.h" /* tk_linear_stats_get */
@@ -777,6 +778,53 @@ static void gpu__embedding_matches_the_reference(void **state)
             }
 }
 
+/* the layout ops: GPU copies against the CPU's, bit for bit, in 2-, 4- and 8-byte elements */
+static void gpu__layout_ops_match_the_reference(void **state)
+{
+    fixture *f = *state;
+    const tk_dtype dts[3] = {TK_BF16, TK_F32, TK_I64};
+    const int64_t shape[4] = {3, 37, 5, 64};
+    for (int d = 0; d < 3; d++) {
+        tk_tensor *hx = host(dts[d], 4, shape);
+        for (int64_t i = 0; i < tk_numel(hx); i++) {
+            if (dts[d] == TK_I64)
+                ((int64_t *)tk_tensor_data(hx))[i] = i * 1000003;
+            else if (dts[d] == TK_F32)
+                ((float *)tk_tensor_data(hx))[i] = (float)i;
+            else
+                ((uint16_t *)tk_tensor_data(hx))[i] = (uint16_t)(i * 7);
+        }
+        tk_tensor *dx = upload(f, hx);
+        for (int op = 0; op < 5; op++) {
+            tk_tensor *ref = NULL, *dy = NULL;
+            switch (op) {
+            case 0: ref = tk_transpose(f->cpu, hx, 1, 2), dy = tk_transpose(f->gpu, dx, 1, 2); break;
+            case 1:
+                ref = tk_call(f->cpu, "tk::permute", hx, TK_INTS(3, 0, 2, 1));
+                dy = tk_call(f->gpu, "tk::permute", dx, TK_INTS(3, 0, 2, 1));
+                break;
+            case 2: ref = tk_narrow(f->cpu, hx, -1, 16, 33), dy = tk_narrow(f->gpu, dx, -1, 16, 33); break;
+            case 3: ref = tk_call(f->cpu, "tk::flatten", hx, 1), dy = tk_call(f->gpu, "tk::flatten", dx, 1); break;
+            default:
+                ref = tk_call(f->cpu, "tk::unflatten", hx, 3, TK_INTS(4, -1));
+                dy = tk_call(f->gpu, "tk::unflatten", dx, 3, TK_INTS(4, -1));
+            }
+            if (!ref || !dy)
+                fail_msg("layout op %d %s: %s", op, tk_dtype_name(dts[d]), tk_error_last());
+            tk_assert_ok(tk_ctx_sync(f->gpu));
+            tk_tensor *got = download(f, dy);
+            assert_int_equal(tk_tensor_rank(got), tk_tensor_rank(ref));
+            assert_memory_equal(tk_tensor_shape(got), tk_tensor_shape(ref), sizeof(int64_t) * (size_t)tk_tensor_rank(ref));
+            assert_memory_equal(tk_tensor_data(got), tk_tensor_data(ref), tk_tensor_nbytes(ref));
+            tk_tensor_free(ref);
+            tk_tensor_free(dy);
+            tk_tensor_free(got);
+        }
+        tk_tensor_free(hx);
+        tk_tensor_free(dx);
+    }
+}
+
 #define GPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -799,6 +847,7 @@ int main(void)
         GPU_TEST(gpu__row_ops_match_the_reference),
         GPU_TEST(gpu__sdpa_matches_the_reference),
         GPU_TEST(gpu__embedding_matches_the_reference),
+        GPU_TEST(gpu__layout_ops_match_the_reference),
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),
         GPU_TEST(gpu__linear_matches_the_reference),
         GPU_TEST(gpu__linear_without_bias_matches_the_reference),

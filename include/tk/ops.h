@@ -65,6 +65,20 @@ tk_tensor *tk_sdpa(tk_ctx *ctx, tk_tensor *q, tk_tensor *k, tk_tensor *v, int ca
  * sync). */
 tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
 
+/* Layout, as copies into a new contiguous tensor (tensors have no strides yet), any dtype,
+ * negative dims from the end; dynamic dims keep their symbols:
+ *   tk::permute    (Tensor x, int[] dims) -> Tensor                  x.permute(dims)
+ *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor          x.transpose(dim0, dim1)
+ *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   static start and length;
+ *                  x's dim must hold start + length (a guard when it is dynamic)
+ *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  at most one dynamic dim
+ *                  among those flattened (a product of two dynamic dims is not supported yet)
+ *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor        sizes static, one may be -1
+ *                  (inferred; x's dim must divide: a guard when it is dynamic)
+ * e.g. tk_call(ctx, "tk::unflatten", h, 2, TK_INTS(12, 64)) makes [B, S, 768] into [B, S, 12, 64]. */
+tk_tensor *tk_transpose(tk_ctx *ctx, tk_tensor *x, int dim0, int dim1);
+tk_tensor *tk_narrow(tk_ctx *ctx, tk_tensor *x, int dim, int64_t start, int64_t length);
+
 /* Each helper is also a macro calling tk_call where it is used, so a traced program records the
  * model's source line for the node (not kernels/'s); (tk_add)(...) or &tk_add reach the function. */
 #define tk_add(ctx, a, b) tk_call((ctx), "tk::add", (a), (b))
@@ -78,6 +92,8 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
 #define tk_layer_norm(ctx, x, w, b, eps) tk_call((ctx), "tk::layer_norm", (x), (w), (b), (double)(eps))
 #define tk_rms_norm(ctx, x, w, eps) tk_call((ctx), "tk::rms_norm", (x), (w), (double)(eps))
 #define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
+#define tk_transpose(ctx, x, d0, d1) tk_call((ctx), "tk::transpose", (x), (int)(d0), (int)(d1))
+#define tk_narrow(ctx, x, d, start, len) tk_call((ctx), "tk::narrow", (x), (int)(d), (int64_t)(start), (int64_t)(len))
 #define tk_embedding(ctx, w, ids) tk_call((ctx), "tk::embedding", (w), (ids))
 #define tk_sdpa(ctx, q, k, v, causal) tk_call((ctx), "tk::sdpa", (q), (k), (v), ((causal) != 0))
 

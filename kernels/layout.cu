@@ -1,0 +1,43 @@
+/* The strided copy behind the layout built-ins (tk::permute, tk::transpose, tk::narrow; layout_ops.c):
+ * y, contiguous of `rank` dims, gets y[i0, ..., ir] = x[offset + sum_d i_d * stride[d]], by element
+ * size (tk_strided_copy_b2, _b4, _b8: any dtype of that size). One element a thread, the grid
+ * striding; the index is decomposed dim by dim (a division per dim). Not at copy bandwidth for
+ * every layout (a transpose reads across rows); a contiguous reshape does not come here (a plain
+ * device copy). The CPU reference is tk_ref_strided_copy in layout_ref.c. */
+#include <stdint.h>
+#include <tk/kernel.h>
+
+namespace {
+
+template <typename E>
+__device__ __forceinline__ void strided_copy(const E *__restrict__ x, E *__restrict__ y, long long n, int rank,
+                                             const long long (&dims)[8], const long long (&st)[8], long long offset)
+{
+    const long long nth = (long long)gridDim.x * blockDim.x;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nth) {
+        long long rest = t, src = offset;
+        for (int d = rank - 1; d >= 0; d--) {
+            long long i = rest % dims[d];
+            rest /= dims[d];
+            src += i * st[d];
+        }
+        y[t] = x[src];
+    }
+}
+
+} // namespace
+
+#define TK_STRIDED_COPY(sfx, E)                                                                              \
+    TK_KERNEL void __launch_bounds__(256) tk_strided_copy_##sfx(                                             \
+        const E *__restrict__ x, E *__restrict__ y, long long n, int rank, long long d0, long long d1,       \
+        long long d2, long long d3, long long d4, long long d5, long long d6, long long d7, long long s0,     \
+        long long s1, long long s2, long long s3, long long s4, long long s5, long long s6, long long s7,     \
+        long long offset)                                                                                    \
+    {                                                                                                        \
+        const long long dims[8] = {d0, d1, d2, d3, d4, d5, d6, d7}, st[8] = {s0, s1, s2, s3, s4, s5, s6, s7}; \
+        strided_copy(x, y, n, rank, dims, st, offset);                                                      \
+    }
+
+TK_STRIDED_COPY(b2, uint16_t)
+TK_STRIDED_COPY(b4, uint32_t)
+TK_STRIDED_COPY(b8, unsigned long long)

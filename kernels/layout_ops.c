@@ -1,0 +1,279 @@
+/* Layout built-ins, each a copy into a new contiguous tensor (tensors have no strides yet, so no
+ * view is zero-copy):
+ *   tk::permute    (Tensor x, int[] dims) -> Tensor                 x.permute(dims)
+ *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor         x.transpose(dim0, dim1)
+ *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   x.narrow(...)
+ *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  x.flatten(...)
+ *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor       x.unflatten(dim, sizes)
+ * Any dtype; negative dims count from the end. permute, transpose and narrow run the strided copy
+ * of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
+ * them as they are. Dynamic dims keep their symbols: narrow's length and start are static,
+ * flatten multiplies at most one dynamic dim by constants (products of two dynamic dims are not
+ * supported yet), unflatten may split a dynamic dim into static sizes and one -1 (a divisibility
+ * requirement). */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <tk/op.h>
+#include <tk/ops.h>
+#include <tk/runtime.h>
+
+#include "ref.h"
+
+TK_KERNEL_DECL(tk_strided_copy_b2);
+TK_KERNEL_DECL(tk_strided_copy_b4);
+TK_KERNEL_DECL(tk_strided_copy_b8);
+
+/* A dim index of a rank-r tensor: -r..r-1 into 0..r-1 (extra: one past the end allowed). */
+static int norm_dim(const char *op, const char *what, int64_t d, int rank, int extra, int *out)
+{
+    int top = rank + extra;
+    if (d < -top || d >= top)
+        return tk_error_set(TK_EINVAL, "op '%s': %s is %lld, outside [%d, %d] for x of rank %d", op, what,
+                            (long long)d, -top, top - 1, rank);
+    *out = (int)(d < 0 ? d + top : d);
+    return 0;
+}
+
+/* The permutation of permute (or transpose) from the arguments. */
+static int perm_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int *perm)
+{
+    int rank = tk_tensor_rank(x), err = 0;
+    if (!strcmp(op, "tk::transpose")) {
+        int a = 0, b = 0;
+        if ((err = norm_dim(op, "dim0", tk_arg_int(ctx, 1), rank, 0, &a)) ||
+            (err = norm_dim(op, "dim1", tk_arg_int(ctx, 2), rank, 0, &b)))
+            return err;
+        for (int d = 0; d < rank; d++)
+            perm[d] = d;
+        perm[a] = b, perm[b] = a;
+        return 0;
+    }
+    int64_t n = 0;
+    const int64_t *dims = tk_arg_ints(ctx, 1, &n);
+    unsigned seen = 0;
+    if (n != rank)
+        return tk_error_set(TK_EINVAL, "op 'tk::permute': dims has %lld entries, x has rank %d", (long long)n, rank);
+    for (int d = 0; d < rank; d++) {
+        if ((err = norm_dim(op, "a dim of dims", dims[d], rank, 0, &perm[d])))
+            return err;
+        if (seen & (1u << perm[d]))
+            return tk_error_set(TK_EINVAL, "op 'tk::permute': dims names dim %d twice", perm[d]);
+        seen |= 1u << perm[d];
+    }
+    return 0;
+}
+
+/* The strided view of x that the copy reads for permute/transpose/narrow: out dims, strides in
+ * elements, offset. Concrete shapes (eager or a session). */
+static int view_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int64_t *dims, int64_t *st, int64_t *offset)
+{
+    int rank = tk_tensor_rank(x), perm[TK_MAX_DIMS], err;
+    int64_t in_st[TK_MAX_DIMS], s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        in_st[d] = s;
+        s *= tk_tensor_dim(x, d);
+    }
+    *offset = 0;
+    if (!strcmp(op, "tk::narrow")) {
+        int dim = 0;
+        if ((err = norm_dim(op, "dim", tk_arg_int(ctx, 1), rank, 0, &dim)))
+            return err;
+        for (int d = 0; d < rank; d++)
+            dims[d] = tk_tensor_dim(x, d), st[d] = in_st[d];
+        dims[dim] = tk_arg_int(ctx, 3);
+        *offset = tk_arg_int(ctx, 2) * in_st[dim];
+        return 0;
+    }
+    if ((err = perm_of(ctx, op, x, perm)))
+        return err;
+    for (int d = 0; d < rank; d++)
+        dims[d] = tk_tensor_dim(x, perm[d]), st[d] = in_st[perm[d]];
+    return 0;
+}
+
+static int view_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    const tk_tensor *x = in[0];
+    int rank = tk_tensor_rank(x), perm[TK_MAX_DIMS], err;
+    tk_sym shape[TK_MAX_DIMS];
+    if (!strcmp(op, "tk::narrow")) {
+        int dim = 0;
+        int64_t start = tk_arg_int(ctx, 2), len = tk_arg_int(ctx, 3);
+        if ((err = norm_dim(op, "dim", tk_arg_int(ctx, 1), rank, 0, &dim)))
+            return err;
+        if (start < 0 || len < 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::narrow': start %lld and length %lld must be >= 0", (long long)start,
+                                (long long)len);
+        char what[96];
+        snprintf(what, sizeof what, "x dim %d >= narrow's start + length (%lld)", dim, (long long)(start + len));
+        if ((err = tk_require_range(ctx, tk_tensor_sym(x, dim), start + len, INT64_MAX / 4, what)))
+            return err;
+        for (int d = 0; d < rank; d++)
+            shape[d] = tk_tensor_sym(x, d);
+        shape[dim] = TK_SYM(len);
+        return tk_spec_set_sym(out[0], tk_tensor_dtype(x), rank, shape);
+    }
+    if ((err = perm_of(ctx, op, x, perm)))
+        return err;
+    for (int d = 0; d < rank; d++)
+        shape[d] = tk_tensor_sym(x, perm[d]);
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(x), rank, shape);
+}
+
+static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int64_t dims[TK_MAX_DIMS] = {0}, st[TK_MAX_DIMS] = {0}, offset;
+    int rank = tk_tensor_rank(in[0]), err = view_of(ctx, op, in[0], dims, st, &offset);
+    size_t es = tk_dtype_size(tk_tensor_dtype(in[0]));
+    int64_t n = tk_numel(out[0]);
+    if (err)
+        return err;
+    if (tk_tensor_device(in[0]).kind != TK_DEVICE_CUDA)
+        return tk_ref_strided_copy(es, tk_tensor_data(in[0]), tk_tensor_data(out[0]), rank, dims, st, offset);
+    if (n == 0)
+        return 0;
+    for (int d = rank; d < TK_MAX_DIMS; d++)
+        dims[d] = 1, st[d] = 0;
+    const tk_kernel *k = es == 2 ? tk_strided_copy_b2 : es == 4 ? tk_strided_copy_b4 : tk_strided_copy_b8;
+    int64_t blocks = tk_cdiv(n, 256);
+    if (blocks > 65535 * 8)
+        blocks = 65535 * 8;
+    long long D[8], S[8];
+    for (int d = 0; d < 8; d++)
+        D[d] = (long long)dims[d], S[d] = (long long)st[d];
+    return tk_wrap(ctx, k, TK_DIM3(blocks), TK_DIM3(256), in[0], out[0], (long long)n, rank, D[0], D[1], D[2], D[3],
+                   D[4], D[5], D[6], D[7], S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7], (long long)offset);
+}
+
+/* copies read x once and write y once */
+static int layout_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    (void)in;
+    cost->flops = 0;
+    cost->bytes = 2.0 * (double)tk_tensor_nbytes(out[0]);
+    return 0;
+}
+
+/* --- flatten and unflatten: the same bytes under another shape ---------------------------------- */
+
+static int reshape_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    const tk_tensor *x = in[0];
+    int rank = tk_tensor_rank(x), err, r = 0;
+    tk_sym shape[TK_MAX_DIMS];
+    if (!strcmp(op, "tk::flatten")) {
+        int a = 0, b = 0;
+        if ((err = norm_dim(op, "start_dim", tk_arg_int(ctx, 1), rank ? rank : 1, 0, &a)) ||
+            (err = norm_dim(op, "end_dim", tk_arg_int(ctx, 2), rank ? rank : 1, 0, &b)))
+            return err;
+        if (a > b)
+            return tk_error_set(TK_EINVAL, "op 'tk::flatten': start_dim %d is after end_dim %d", a, b);
+        tk_sym prod = TK_SYM(1);
+        int64_t k = 1;
+        for (int d = a; d <= b && d < rank; d++) {
+            tk_sym s = tk_tensor_sym(x, d);
+            if (tk_sym_is_const(s)) {
+                k *= s.value;
+            } else if (!tk_sym_is_const(prod)) {
+                return tk_error_set(TK_EUNSUPPORTED, "op 'tk::flatten': dims %d to %d hold two dynamic dims; their "
+                                    "product is not supported yet (products of symbols)", a, b);
+            } else {
+                prod = s;
+            }
+        }
+        for (int d = 0; d < a; d++)
+            shape[r++] = tk_tensor_sym(x, d);
+        shape[r++] = tk_sym_is_const(prod) ? TK_SYM(k) : tk_sym_mul(ctx, prod, k);
+        for (int d = b + 1; d < rank; d++)
+            shape[r++] = tk_tensor_sym(x, d);
+        return tk_spec_set_sym(out[0], tk_tensor_dtype(x), r, shape);
+    }
+    int dim = 0;
+    int64_t n = 0, known = 1;
+    const int64_t *sizes = tk_arg_ints(ctx, 2, &n);
+    if ((err = norm_dim(op, "dim", tk_arg_int(ctx, 1), rank, 0, &dim)))
+        return err;
+    if (n < 1 || rank - 1 + n > TK_MAX_DIMS)
+        return tk_error_set(TK_EINVAL, "op 'tk::unflatten': sizes has %lld entries (1 to %d for x of rank %d)",
+                            (long long)n, TK_MAX_DIMS - rank + 1, rank);
+    int infer = -1;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] == -1 && infer < 0)
+            infer = i;
+        else if (sizes[i] < 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::unflatten': sizes[%d] is %lld (sizes are >= 0, one may be -1)", i,
+                                (long long)sizes[i]);
+        else
+            known *= sizes[i];
+    }
+    tk_sym whole = tk_tensor_sym(x, dim), inferred = TK_SYM(0);
+    char what[128];
+    if (infer >= 0) {
+        if (known == 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::unflatten': a -1 beside a size of 0 cannot be inferred");
+        snprintf(what, sizeof what, "x dim %d divisible by %lld (unflatten's sizes)", dim, (long long)known);
+        if ((err = tk_require_divisible(ctx, whole, known, what)))
+            return err;
+        inferred = tk_sym_floordiv(ctx, whole, known);
+    } else {
+        snprintf(what, sizeof what, "x dim %d == %lld (the product of unflatten's sizes)", dim, (long long)known);
+        if ((err = tk_require_eq(ctx, whole, TK_SYM(known), what)))
+            return err;
+    }
+    for (int d = 0; d < dim; d++)
+        shape[r++] = tk_tensor_sym(x, d);
+    for (int i = 0; i < n; i++)
+        shape[r++] = i == infer ? inferred : TK_SYM(sizes[i]);
+    for (int d = dim + 1; d < rank; d++)
+        shape[r++] = tk_tensor_sym(x, d);
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(x), r, shape);
+}
+
+static int reshape_run(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    if (tk_numel(in[0]) != tk_numel(out[0]) || tk_tensor_dtype(in[0]) != tk_tensor_dtype(out[0]))
+        return tk_error_set(TK_EINTERNAL, "reshape: %lld elements into %lld", (long long)tk_numel(in[0]),
+                            (long long)tk_numel(out[0]));
+    if (tk_tensor_device(in[0]).kind != TK_DEVICE_CUDA) {
+        memcpy(tk_tensor_data(out[0]), tk_tensor_data(in[0]), tk_tensor_nbytes(in[0]));
+        return 0;
+    }
+    tk_tensor *v = NULL; /* x's bytes under y's shape, copied as a whole */
+    int err = tk_tensor_wrap(&v, tk_tensor_device(in[0]), tk_tensor_dtype(in[0]), tk_tensor_rank(out[0]),
+                             tk_tensor_shape(out[0]), tk_tensor_data(in[0]));
+    if (!err)
+        err = tk_tensor_copy(ctx, out[0], v);
+    tk_tensor_free(v);
+    return err;
+}
+
+#define LAYOUT_OP(fn, NAME, SCHEMA, META, RUN)                                                       \
+    static int fn##_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)              \
+    {                                                                                                \
+        return META(ctx, NAME, in, out);                                                             \
+    }                                                                                                \
+    static int fn##_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out) { return RUN; }     \
+    TK_OP(tk_##fn##_op, NAME, SCHEMA, .meta = fn##_meta, .cpu = fn##_cpu, .cost = layout_cost)       \
+    {                                                                                                \
+        return RUN;                                                                                  \
+    }
+
+LAYOUT_OP(permute, "tk::permute", "(Tensor x, int[] dims) -> Tensor", view_meta, view_run(ctx, "tk::permute", in, out))
+LAYOUT_OP(transpose, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor", view_meta,
+          view_run(ctx, "tk::transpose", in, out))
+LAYOUT_OP(narrow, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", view_meta,
+          view_run(ctx, "tk::narrow", in, out))
+LAYOUT_OP(flatten, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", reshape_meta,
+          reshape_run(ctx, in, out))
+LAYOUT_OP(unflatten, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", reshape_meta,
+          reshape_run(ctx, in, out))
+
+tk_tensor *(tk_transpose)(tk_ctx *ctx, tk_tensor *x, int dim0, int dim1)
+{
+    return tk_call(ctx, "tk::transpose", x, dim0, dim1);
+}
+tk_tensor *(tk_narrow)(tk_ctx *ctx, tk_tensor *x, int dim, int64_t start, int64_t length)
+{
+    return tk_call(ctx, "tk::narrow", x, dim, start, length);
+}
