@@ -49,6 +49,7 @@ typedef struct xvalue {
     int first, last;
     int output;           /* the program output it is (first occurrence), or -1 */
     int fused_away;       /* made and read only inside a fused node: never stored */
+    int folded;           /* computed from parameters alone, once per device (fold_nodes) */
 } xvalue;
 
 typedef struct xnode {
@@ -58,6 +59,7 @@ typedef struct xnode {
     int in[MAX_NODE_IO];  /* value indices, -1 for an optional input left out */
     int out[MAX_NODE_IO];
     int absorbed;         /* run inside the node before it (fuse_nodes): skipped */
+    int folded;           /* reads parameters (or folded values) only: run once per device with the weights */
     tk_value *attrs;      /* per argument: its scalar (program.json's attrs), or a tensor kind; NULL: none */
     const char *label;    /* the op name profiles show */
 } xnode;
@@ -75,6 +77,7 @@ typedef struct devweights {
     tk_device dev;
     tk_ctx *ctx; /* owns the device memory */
     tk_tensor **params;
+    tk_tensor **folded; /* per value: the folded nodes' outputs, computed when the weights came */
     struct devweights *next;
 } devweights;
 
@@ -96,6 +99,8 @@ struct tk_exec_program {
     pthread_mutex_t lock; /* guards weights */
     devweights *weights;
     size_t nfused;
+    size_t nfolded;       /* nodes folded (fold_nodes) */
+    char *fold_labels;    /* their labels, one allocation */
     char *labels;         /* the absorbed nodes' labels, one allocation */
 };
 
@@ -233,6 +238,81 @@ static int link_nodes(tk_exec_program *p)
     return 0;
 }
 
+/* --- constant folding --------------------------------------------------------------------------
+ * A node whose tensor inputs are all parameters, or outputs of such nodes, computes the same
+ * thing on every run: a weight transposed, split or cast. It runs once per device when the
+ * weights are uploaded there (weights_on), its outputs kept beside them; runs skip it and read
+ * them. Its outputs' shapes are static (parameters' are). TK_FOLDING=0 turns it off. */
+static int fold_nodes(tk_exec_program *p)
+{
+    const char *off = getenv("TK_FOLDING");
+    size_t cap = 0, used = 0;
+    if (off && !strcmp(off, "0"))
+        return 0;
+    for (size_t n = 0; n < p->m->nnodes; n++) {
+        xnode *x = &p->nodes[n];
+        int tensors = 0, constant = 1;
+        for (int i = 0; i < x->nin && constant; i++) {
+            if (x->in[i] < 0)
+                continue;
+            const xvalue *v = &p->values[x->in[i]];
+            tensors++;
+            constant = v->kind == V_PARAM || v->folded;
+        }
+        for (int o = 0; o < x->pm->nout && constant; o++) {
+            const xvalue *v = &p->values[x->out[o]];
+            for (int d = 0; d < v->pm->rank; d++)
+                constant = constant && !v->pm->dims[d].expr;
+        }
+        if (!tensors || !constant)
+            continue;
+        x->folded = 1;
+        for (int o = 0; o < x->pm->nout; o++)
+            p->values[x->out[o]].folded = 1;
+        p->nfolded++;
+        cap += strlen(x->pm->op) + 32;
+    }
+    /* their profile labels: "tk::transpose (folded)" */
+    if (!p->nfolded || !(p->fold_labels = malloc(cap)))
+        return p->nfolded ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
+    for (size_t n = 0; n < p->m->nnodes; n++) {
+        xnode *x = &p->nodes[n];
+        if (!x->folded)
+            continue;
+        x->label = p->fold_labels + used;
+        used += (size_t)snprintf(p->fold_labels + used, cap - used, "%s (folded)", x->pm->op) + 1;
+    }
+    return 0;
+}
+
+/* Runs the folded nodes on ctx over the parameters there, into folded[value]. */
+static int run_folded(const tk_exec_program *p, tk_ctx *ctx, tk_tensor **params, tk_tensor **folded)
+{
+    tk_tensor *in[MAX_NODE_IO], *out[MAX_NODE_IO];
+    tk_value args[MAX_NODE_IO];
+    for (size_t n = 0; n < p->m->nnodes; n++) {
+        const xnode *x = &p->nodes[n];
+        if (!x->folded)
+            continue;
+        for (int i = 0; i < x->nin; i++) {
+            const xvalue *v = x->in[i] < 0 ? NULL : &p->values[x->in[i]];
+            in[i] = !v ? NULL : v->kind == V_PARAM ? params[v->index] : folded[x->in[i]];
+            args[i] = x->attrs && x->attrs[i].kind != TK_VALUE_TENSOR ? x->attrs[i] : tk__val_tensor(in[i]);
+        }
+        for (int o = 0; o < x->pm->nout; o++)
+            out[o] = NULL;
+        int rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, args, x->nin, out, x->pm->nout);
+        if (rc) {
+            char why[768];
+            snprintf(why, sizeof why, "%s", tk_error_last());
+            return tk_error_set(rc, "%s: node %zu (op '%s', folded with the weights): %s", p->origin, n, x->pm->op, why);
+        }
+        for (int o = 0; o < x->pm->nout; o++)
+            folded[x->out[o]] = out[o];
+    }
+    return 0;
+}
+
 /* --- fusion ------------------------------------------------------------------------------------
  * A tk::linear whose result only the next node reads, through tk::gelu or tk::add with a tensor of
  * the result's shape, runs as one fused built-in (tk_linear_fused_def): the linear's node takes
@@ -271,7 +351,8 @@ static int fuse_nodes(tk_exec_program *p)
     for (size_t n = 0; n + 1 < nn; n++) {
         xnode *a = &p->nodes[n], *b = &p->nodes[n + 1];
         const tk_op_def *fused = tk_linear_fused_def(a->op.def, b->op.def);
-        if (!fused || a->absorbed || a->attrs || a->pm->nout != 1 || b->pm->nout != 1 || a->nin + 1 > MAX_NODE_IO)
+        if (!fused || a->absorbed || a->folded || b->folded || a->attrs || a->pm->nout != 1 || b->pm->nout != 1 ||
+            a->nin + 1 > MAX_NODE_IO)
             continue;
         int h = a->out[0], r = -1, bnin = b->nin;
         if (p->values[h].output >= 0 || readers(p, h) != 1)
@@ -395,7 +476,7 @@ static int prepare(tk_exec_program *p, const void *weights, size_t len)
     for (size_t i = 0; i < m->nguards; i++, p->nguards++)
         if ((rc = parse_guard(p, &p->guards[i], m->guards[i], vars)))
             return rc;
-    if ((rc = link_nodes(p)) || (rc = fuse_nodes(p)))
+    if ((rc = link_nodes(p)) || (rc = fold_nodes(p)) || (rc = fuse_nodes(p)))
         return rc;
     snprintf(stname, sizeof stname, "%s:weights.safetensors", p->origin);
     if (m->nparams && !weights)
@@ -427,13 +508,16 @@ int tk_exec_program_new(tk_exec_program **out, const tk_program_model *m, const 
     return 0;
 }
 
-static void devweights_free(devweights *w, size_t nparams)
+static void devweights_free(devweights *w, size_t nparams, size_t nvalues)
 {
     if (!w)
         return;
     for (size_t i = 0; w->params && i < nparams; i++)
         tk_tensor_free(w->params[i]);
     free(w->params);
+    for (size_t i = 0; w->folded && i < nvalues; i++)
+        tk_tensor_free(w->folded[i]);
+    free(w->folded);
     tk_ctx_free(w->ctx);
     free(w);
 }
@@ -445,7 +529,7 @@ void tk_exec_program_free(tk_exec_program *p)
     while (p->weights) {
         devweights *w = p->weights;
         p->weights = w->next;
-        devweights_free(w, p->m->nparams);
+        devweights_free(w, p->m->nparams, p->nvalues);
     }
     tk_safetensors_free(p->st);
     tk_ctx_free(p->symctx);
@@ -455,6 +539,7 @@ void tk_exec_program_free(tk_exec_program *p)
         free(p->nodes[n].attrs);
     free(p->nodes);
     free(p->labels);
+    free(p->fold_labels);
     free(p->outputs);
     free(p->guards);
     free(p->pentries);
@@ -464,7 +549,7 @@ void tk_exec_program_free(tk_exec_program *p)
 }
 
 /* The parameters on dev, uploaded by the first session there. */
-static int weights_on(tk_exec_program *p, tk_device dev, tk_tensor ***out)
+static int weights_on(tk_exec_program *p, tk_device dev, tk_tensor ***out, tk_tensor ***folded)
 {
     int rc = 0;
     devweights *w = NULL;
@@ -472,10 +557,12 @@ static int weights_on(tk_exec_program *p, tk_device dev, tk_tensor ***out)
     for (devweights *x = p->weights; x; x = x->next) {
         if (x->dev.kind == dev.kind && x->dev.index == dev.index) {
             *out = x->params;
+            *folded = x->folded;
             goto done;
         }
     }
-    if (!(w = calloc(1, sizeof(*w))) || !(w->params = calloc(p->m->nparams + 1, sizeof(tk_tensor *)))) {
+    if (!(w = calloc(1, sizeof(*w))) || !(w->params = calloc(p->m->nparams + 1, sizeof(tk_tensor *))) ||
+        !(w->folded = calloc(p->nvalues + 1, sizeof(tk_tensor *)))) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
@@ -485,12 +572,15 @@ static int weights_on(tk_exec_program *p, tk_device dev, tk_tensor ***out)
     for (size_t i = 0; i < p->m->nparams; i++)
         if ((rc = tk_safetensors_load(&w->params[i], w->ctx, dev, p->st, p->pentries[i])))
             goto done;
+    if (p->nfolded && ((rc = run_folded(p, w->ctx, w->params, w->folded)) || (rc = tk_ctx_sync(w->ctx))))
+        goto done;
     w->next = p->weights;
     p->weights = w;
     *out = w->params;
+    *folded = w->folded;
     w = NULL;
 done:
-    devweights_free(w, p->m->nparams);
+    devweights_free(w, p->m->nparams, p->nvalues);
     pthread_mutex_unlock(&p->lock);
     return rc;
 }
@@ -546,6 +636,7 @@ struct tk_session {
     tk_exec_program *p;
     tk_ctx *ctx;
     tk_tensor **params;
+    tk_tensor **folded; /* per value: the folded nodes' outputs on this device (the program's) */
     int staged;     /* GPU: graphs bake arena pointers only; inputs and outputs are copied around them */
     int graphs;
     int profiling;
@@ -653,7 +744,7 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     if (!rc)
         rc = tk_ctx_new(&s->ctx, dev);
     if (!rc)
-        rc = weights_on(p, s->ctx->device, &s->params);
+        rc = weights_on(p, s->ctx->device, &s->params, &s->folded);
     if (rc) {
         tk_session_free(s);
         return rc;
@@ -797,6 +888,7 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
     st->arena_grows = s->arena_grows;
     st->last_mode = s->last_mode;
     st->fused = s->p->nfused;
+    st->folded = s->p->nfolded;
     /* the capture thread adds plans and graphs */
     pthread_mutex_lock((pthread_mutex_t *)&s->lock);
     st->plans = s->nplans;
@@ -1003,7 +1095,7 @@ static int check_expressions(const tk_session *s, tk_tensor *const *in, binding 
 
 static int in_arena(const tk_session *s, const xvalue *v)
 {
-    if (v->kind == V_PARAM || v->fused_away)
+    if (v->kind == V_PARAM || v->fused_away || v->folded)
         return 0;
     if (v->kind == V_INPUT)
         return s->staged;
@@ -1282,7 +1374,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
     for (size_t n = 0; n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
         double t0 = 0;
-        if (x->absorbed) { /* ran inside the node before */
+        if (x->absorbed || x->folded) { /* ran inside the node before, or with the weights */
             if (prof)
                 prof[n] = (tk_node_profile){.op = x->label};
             continue;
@@ -1311,7 +1403,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
         }
     }
     for (size_t n = 0; prof && gpu && !captured && n < p->m->nnodes; n++)
-        if (!p->nodes[n].absorbed && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
+        if (!p->nodes[n].absorbed && !p->nodes[n].folded && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
             return rc;
     return 0;
 }
@@ -1345,7 +1437,7 @@ static int time_in_graph(tk_session *s, tk_tensor **t, tk_node_profile *prof)
     for (int rep = 0; rep < 2 && !rc; rep++)
         rc = tk_cuda_graph_launch(s->ctx, exec);
     for (size_t n = 0; !rc && n < nn; n++)
-        if (!s->p->nodes[n].absorbed)
+        if (!s->p->nodes[n].absorbed && !s->p->nodes[n].folded)
             rc = tk_cuda_event_elapsed_us(s->ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us);
     if (!rc)
         rc = tk_ctx_sync(s->ctx);
@@ -1435,6 +1527,8 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
         const xvalue *x = &p->values[v];
         if (x->fused_away) {
             t[v] = NULL;
+        } else if (x->folded) {
+            t[v] = s->folded[v];
         } else if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
             void *at = ptrs[x->kind == V_INPUT ? (size_t)x->index : p->m->ninputs + (size_t)x->output];
             tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);

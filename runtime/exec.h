@@ -53,6 +53,7 @@ typedef struct tk_exec_stats {
     size_t captures;        /* staged graphs */
     size_t direct_captures; /* direct graphs */
     size_t fused;           /* node pairs the program runs as one (tk::linear + tk::gelu or tk::add) */
+    size_t folded;          /* nodes computed once with the weights (their inputs are parameters) */
 } tk_exec_stats;
 void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
 

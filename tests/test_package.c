@@ -535,6 +535,83 @@ static void exec__linear_and_its_elementwise_consumer_run_fused(void **state)
     }
 }
 
+/* y = linear(x, transpose(transpose(lin.weight)), lin.bias): both transposes read parameters only */
+static tk_program_model *fold_model(void)
+{
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::fold"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, TP_IN);
+    tp_set(m, tk_pm_add_param(m), 1, "lin.weight", 2, NULL, TP_OUT, TP_IN);
+    tp_set(m, tk_pm_add_param(m), 2, "lin.bias", 1, NULL, TP_OUT, 0);
+    for (int i = 0; i < 2; i++) {
+        tk_pm_node *n = tk_pm_add_node(m, "tk::transpose", 3, 1, "model.c", 20 + i);
+        n->inputs[0] = 1 + 2 * i, n->inputs[1] = -1, n->inputs[2] = -1;
+        tp_set(m, &n->outputs[0], 3 + i, NULL, 2, NULL, i ? TP_OUT : TP_IN, i ? TP_IN : TP_OUT);
+        tk_pm_attr *a = tk_pm_node_attrs(m, n, 2);
+        assert_non_null(a);
+        a[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim0"), .arg = 1, .kind = TK_VALUE_INT, .i = 0};
+        a[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim1"), .arg = 2, .kind = TK_VALUE_INT, .i = 1};
+    }
+    /* node 0 makes value 3 from 1; node 1 value 4 from 3 */
+    m->nodes[1].inputs[0] = 3;
+    tk_pm_node *n = tk_pm_add_node(m, "tk::linear", 3, 1, "model.c", 22);
+    n->inputs[0] = 0, n->inputs[1] = 4, n->inputs[2] = 2;
+    tp_set(m, &n->outputs[0], 5, NULL, 2, "batch", 0, TP_OUT);
+    tp_set(m, tk_pm_add_output(m), 5, NULL, 2, "batch", 0, TP_OUT);
+    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", 1);
+    tp_op(m, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor", 1);
+    tk_pm_sort(m);
+    return m;
+}
+
+/* Nodes that read parameters only run once, when the weights reach the device: the results are
+ * those of running them every time, the profile names them, the stats count them. */
+static void exec__parameter_only_nodes_are_folded_with_the_weights(void **state)
+{
+    (void)state;
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    float y[2][TP_MAX_BATCH * TP_OUT];
+    for (int folding = 1; folding >= 0; folding--) {
+        tk_program_model *m = fold_model();
+        tk_exec_program *p;
+        tk_session *s;
+        tk_exec_stats st;
+        if (!folding)
+            setenv("TK_FOLDING", "0", 1);
+        tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'fold'", NULL));
+        unsetenv("TK_FOLDING");
+        tk_assert_ok(tk_exec_session_new(&s, p, CPU, NULL));
+        tk_assert_ok(tk_session_set_profiling(s, 1));
+        tk_tensor *x = tp_input(TP_MAX_BATCH, 3), *out = NULL;
+        tk_assert_ok(tk_session_run(s, &x, 1, &out, 1));
+        const float *xp = tk_tensor_data(x), *op = tk_tensor_data(out);
+        for (int r = 0; r < TP_MAX_BATCH; r++)
+            for (int o = 0; o < TP_OUT; o++) {
+                float acc = tp_b[o];
+                for (int k = 0; k < TP_IN; k++)
+                    acc += xp[r * TP_IN + k] * tp_w[o * TP_IN + k];
+                if (fabsf(op[r * TP_OUT + o] - acc) > 1e-5f)
+                    fail_msg("folding %d row %d col %d: %g, expected %g", folding, r, o, op[r * TP_OUT + o], acc);
+            }
+        memcpy(y[folding], op, sizeof y[0]);
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.folded, folding ? 2 : 0);
+        const tk_node_profile *prof;
+        assert_int_equal(tk_session_profile(s, &prof), 3);
+        assert_string_equal(prof[0].op, folding ? "tk::transpose (folded)" : "tk::transpose");
+        assert_string_equal(prof[2].op, "tk::linear");
+        tk_tensor_free(x);
+        tk_tensor_free(out);
+        tk_session_free(s);
+        tk_exec_program_free(p);
+        tk_program_model_free(m);
+    }
+    assert_memory_equal(y[0], y[1], sizeof y[0]);
+    free(w);
+}
+
 static void exec__bad_programs_are_refused(void **state)
 {
     (void)state;
@@ -1402,6 +1479,7 @@ int main(void)
         cmocka_unit_test(exec__caller_outputs_are_written_in_place_and_checked),
         cmocka_unit_test(exec__profiles_time_each_node),
         cmocka_unit_test(exec__linear_and_its_elementwise_consumer_run_fused),
+        cmocka_unit_test(exec__parameter_only_nodes_are_folded_with_the_weights),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),
