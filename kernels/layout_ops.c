@@ -23,6 +23,7 @@
 TK_KERNEL_DECL(tk_strided_copy_b2);
 TK_KERNEL_DECL(tk_strided_copy_b4);
 TK_KERNEL_DECL(tk_strided_copy_b8);
+TK_KERNEL_DECL(tk_strided_rows_v16);
 
 /* A dim index of a rank-r tensor: -r..r-1 into 0..r-1 (extra: one past the end allowed). */
 static int norm_dim(const char *op, const char *what, int64_t d, int rank, int extra, int *out)
@@ -133,6 +134,26 @@ static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor
         return tk_ref_strided_copy(es, tk_tensor_data(in[0]), tk_tensor_data(out[0]), rank, dims, st, offset);
     if (n == 0)
         return 0;
+    /* the last dim contiguous in x, rows and offsets whole 16-byte vectors: the row kernel */
+    int rows_ok = rank >= 1 && st[rank - 1] == 1 && ((uintptr_t)tk_tensor_data(in[0]) & 15u) == 0 &&
+                  ((uintptr_t)tk_tensor_data(out[0]) & 15u) == 0 && (dims[rank - 1] * (int64_t)es) % 16 == 0 &&
+                  (offset * (int64_t)es) % 16 == 0;
+    for (int d = 0; d < rank - 1 && rows_ok; d++)
+        rows_ok = (st[d] * (int64_t)es) % 16 == 0;
+    if (rows_ok) {
+        long long D[7] = {1, 1, 1, 1, 1, 1, 1}, S[7] = {0, 0, 0, 0, 0, 0, 0};
+        for (int d = 0; d < rank - 1; d++)
+            D[d] = (long long)dims[d], S[d] = (long long)(st[d] * (int64_t)es);
+        long long nvec = (long long)(dims[rank - 1] * (int64_t)es / 16), nrows = (long long)(n / dims[rank - 1]);
+        int64_t vblocks = tk_cdiv(nrows * nvec, 256);
+        if (vblocks > 65535 * 8)
+            vblocks = 65535 * 8;
+        if (nrows * nvec == 0)
+            return 0;
+        return tk_wrap(ctx, tk_strided_rows_v16, TK_DIM3(vblocks), TK_DIM3(256), in[0], out[0], nrows, nvec, rank - 1,
+                       D[0], D[1], D[2], D[3], D[4], D[5], D[6], S[0], S[1], S[2], S[3], S[4], S[5], S[6],
+                       (long long)(offset * (int64_t)es));
+    }
     for (int d = rank; d < TK_MAX_DIMS; d++)
         dims[d] = 1, st[d] = 0;
     const tk_kernel *k = es == 2 ? tk_strided_copy_b2 : es == 4 ? tk_strided_copy_b4 : tk_strided_copy_b8;

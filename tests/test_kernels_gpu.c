@@ -778,7 +778,8 @@ static void gpu__embedding_matches_the_reference(void **state)
             }
 }
 
-/* the layout ops: GPU copies against the CPU's, bit for bit, in 2-, 4- and 8-byte elements */
+/* the layout ops: GPU copies against the CPU's, bit for bit, in 2-, 4- and 8-byte elements, through
+ * the element kernel and (rows of whole 16-byte vectors, the last dim kept) the row kernel */
 static void gpu__layout_ops_match_the_reference(void **state)
 {
     fixture *f = *state;
@@ -795,7 +796,7 @@ static void gpu__layout_ops_match_the_reference(void **state)
                 ((uint16_t *)tk_tensor_data(hx))[i] = (uint16_t)(i * 7);
         }
         tk_tensor *dx = upload(f, hx);
-        for (int op = 0; op < 5; op++) {
+        for (int op = 0; op < 7; op++) {
             tk_tensor *ref = NULL, *dy = NULL;
             switch (op) {
             case 0: ref = tk_transpose(f->cpu, hx, 1, 2), dy = tk_transpose(f->gpu, dx, 1, 2); break;
@@ -805,6 +806,13 @@ static void gpu__layout_ops_match_the_reference(void **state)
                 break;
             case 2: ref = tk_narrow(f->cpu, hx, -1, 16, 33), dy = tk_narrow(f->gpu, dx, -1, 16, 33); break;
             case 3: ref = tk_call(f->cpu, "tk::flatten", hx, 1), dy = tk_call(f->gpu, "tk::flatten", dx, 1); break;
+            case 4: /* whole 16-byte vectors a row: the row kernel */
+                ref = tk_narrow(f->cpu, hx, -1, 8, 32), dy = tk_narrow(f->gpu, dx, -1, 8, 32);
+                break;
+            case 5:
+                ref = tk_call(f->cpu, "tk::permute", hx, TK_INTS(2, 0, 1, 3));
+                dy = tk_call(f->gpu, "tk::permute", dx, TK_INTS(2, 0, 1, 3));
+                break;
             default:
                 ref = tk_call(f->cpu, "tk::unflatten", hx, 3, TK_INTS(4, -1));
                 dy = tk_call(f->gpu, "tk::unflatten", dx, 3, TK_INTS(4, -1));
