@@ -44,7 +44,33 @@ __device__ __forceinline__ void strided_rows(const uint4 *__restrict__ x, uint4 
     }
 }
 
+/* nrows rows of width units from x (row pitch sp, first at so) to y (pitch dp, first at do_),
+ * units of U; one unit a thread, the grid striding. */
+template <typename U>
+__device__ __forceinline__ void copy2d(const U *__restrict__ x, U *__restrict__ y, long long nrows, long long width,
+                                       long long sp, long long so, long long dp, long long do_)
+{
+    const long long nth = (long long)gridDim.x * blockDim.x, n = nrows * width;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nth) {
+        long long r = t / width, c = t - r * width;
+        y[do_ + r * dp + c] = __ldg(x + so + r * sp + c);
+    }
+}
+
 } // namespace
+
+/* tk_copy2d_<unit>: narrow (on any dim) and cat: the rows of a 2-D view copied into another's */
+#define TK_COPY2D(sfx, U)                                                                                   \
+    TK_KERNEL void __launch_bounds__(256) tk_copy2d_##sfx(const U *__restrict__ x, U *__restrict__ y,        \
+                                                          long long nrows, long long width, long long sp,    \
+                                                          long long so, long long dp, long long do_)         \
+    {                                                                                                       \
+        copy2d(x, y, nrows, width, sp, so, dp, do_);                                                        \
+    }
+TK_COPY2D(b2, unsigned short)
+TK_COPY2D(b4, unsigned int)
+TK_COPY2D(b8, unsigned long long)
+TK_COPY2D(v16, uint4)
 
 TK_KERNEL void __launch_bounds__(256)
 tk_strided_rows_v16(const uint4 *__restrict__ x, uint4 *__restrict__ y, long long nrows, long long nvec, int outer,

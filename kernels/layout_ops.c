@@ -5,8 +5,10 @@
  *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   x.narrow(...)
  *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  x.flatten(...)
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor       x.unflatten(dim, sizes)
- * Any dtype; negative dims count from the end. permute, transpose and narrow run the strided copy
- * of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
+ *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim)
+ * Any dtype; negative dims count from the end. narrow and cat are 2-D copies of rows (tk_copy2d_*:
+ * 16-byte vectors when every row, pitch and offset allows); permute and transpose run the strided
+ * copy of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
  * them as they are. Dynamic dims keep their symbols: narrow's length and start are static,
  * flatten multiplies at most one dynamic dim by constants (products of two dynamic dims are not
  * supported yet), unflatten may split a dynamic dim into static sizes and one -1 (a divisibility
@@ -24,6 +26,49 @@ TK_KERNEL_DECL(tk_strided_copy_b2);
 TK_KERNEL_DECL(tk_strided_copy_b4);
 TK_KERNEL_DECL(tk_strided_copy_b8);
 TK_KERNEL_DECL(tk_strided_rows_v16);
+TK_KERNEL_DECL(tk_copy2d_b2);
+TK_KERNEL_DECL(tk_copy2d_b4);
+TK_KERNEL_DECL(tk_copy2d_b8);
+TK_KERNEL_DECL(tk_copy2d_v16);
+
+/* nrows rows of width elements (es bytes) from x (row pitch sp, first at so) into y (pitch dp,
+ * first at dst0), all in elements: memcpy per row on the CPU; on a GPU tk_copy2d_v16 when every
+ * offset and pitch is whole 16-byte vectors, else the element's size. */
+static int copy2d(tk_ctx *ctx, const tk_tensor *x, tk_tensor *y, size_t es, int64_t nrows, int64_t width, int64_t sp,
+                  int64_t so, int64_t dp, int64_t dst0)
+{
+    const char *xp = tk_tensor_data(x);
+    char *yp = tk_tensor_data(y);
+    if (nrows * width == 0)
+        return 0;
+    if (tk_tensor_device(x).kind != TK_DEVICE_CUDA) {
+        for (int64_t r = 0; r < nrows; r++)
+            memcpy(yp + (size_t)(dst0 + r * dp) * es, xp + (size_t)(so + r * sp) * es, (size_t)width * es);
+        return 0;
+    }
+    int64_t unit = (int64_t)es, k = 1;
+    if ((((uintptr_t)xp | (uintptr_t)yp) & 15u) == 0 && (width * (int64_t)es) % 16 == 0 && (sp * (int64_t)es) % 16 == 0 && (so * (int64_t)es) % 16 == 0 &&
+        (dp * (int64_t)es) % 16 == 0 && (dst0 * (int64_t)es) % 16 == 0)
+        unit = 16, k = 16 / (int64_t)es;
+    const tk_kernel *kern = unit == 16 ? tk_copy2d_v16 : unit == 2 ? tk_copy2d_b2 : unit == 4 ? tk_copy2d_b4 : tk_copy2d_b8;
+    int64_t blocks = tk_cdiv(nrows * (width / k), 256);
+    if (blocks > 65535 * 8)
+        blocks = 65535 * 8;
+    return tk_wrap(ctx, kern, TK_DIM3(blocks), TK_DIM3(256), x, y, (long long)nrows, (long long)(width / k),
+                   (long long)(sp / k), (long long)(so / k), (long long)(dp / k), (long long)(dst0 / k));
+}
+
+/* outer: the product of x's dims before d; inner: after it */
+static void around(const tk_tensor *x, int d, int64_t *outer, int64_t *inner)
+{
+    *outer = 1, *inner = 1;
+    for (int i = 0; i < tk_tensor_rank(x); i++) {
+        if (i < d)
+            *outer *= tk_tensor_dim(x, i);
+        else if (i > d)
+            *inner *= tk_tensor_dim(x, i);
+    }
+}
 
 /* A dim index of a rank-r tensor: -r..r-1 into 0..r-1 (extra: one past the end allowed). */
 static int norm_dim(const char *op, const char *what, int64_t d, int rank, int extra, int *out)
@@ -124,6 +169,18 @@ static int view_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tenso
 
 static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor *const *out)
 {
+    if (!strcmp(op, "tk::narrow")) { /* rows of [outer, dim * inner]: a 2-D copy */
+        int dim = 0, err = norm_dim(op, "dim", tk_arg_int(ctx, 1), tk_tensor_rank(in[0]), 0, &dim);
+        int64_t outer, inner, start = tk_arg_int(ctx, 2), len = tk_arg_int(ctx, 3), full = tk_tensor_dim(in[0], dim);
+        if (err)
+            return err;
+        if (start < 0 || len < 0 || start + len > full)
+            return tk_error_set(TK_EINVAL, "op 'tk::narrow': start %lld + length %lld is past dim %d's %lld",
+                                (long long)start, (long long)len, dim, (long long)full);
+        around(in[0], dim, &outer, &inner);
+        return copy2d(ctx, in[0], out[0], tk_dtype_size(tk_tensor_dtype(in[0])), outer, len * inner, full * inner,
+                      start * inner, len * inner, 0);
+    }
     int64_t dims[TK_MAX_DIMS] = {0}, st[TK_MAX_DIMS] = {0}, offset;
     int rank = tk_tensor_rank(in[0]), err = view_of(ctx, op, in[0], dims, st, &offset);
     size_t es = tk_dtype_size(tk_tensor_dtype(in[0]));
@@ -267,6 +324,48 @@ static int reshape_run(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
         err = tk_tensor_copy(ctx, out[0], v);
     tk_tensor_free(v);
     return err;
+}
+
+/* --- cat: a and b one after the other along dim ------------------------------------------------- */
+
+static int cat_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    const tk_tensor *a = in[0], *b = in[1];
+    int rank = tk_tensor_rank(a), dim = 0, err;
+    tk_sym shape[TK_MAX_DIMS];
+    if (tk_tensor_dtype(b) != tk_tensor_dtype(a) || tk_tensor_rank(b) != rank)
+        return tk_error_set(TK_EINVAL, "op 'tk::cat': input 'b' (in[1]) is %s of rank %d, 'a' %s of rank %d",
+                            tk_dtype_name(tk_tensor_dtype(b)), tk_tensor_rank(b), tk_dtype_name(tk_tensor_dtype(a)), rank);
+    if ((err = norm_dim("tk::cat", "dim", tk_arg_int(ctx, 2), rank, 0, &dim)))
+        return err;
+    for (int d = 0; d < rank; d++) {
+        char what[64];
+        snprintf(what, sizeof what, "a dim %d == b dim %d", d, d);
+        if (d != dim && (err = tk_require_eq(ctx, tk_tensor_sym(a, d), tk_tensor_sym(b, d), what)))
+            return err;
+        shape[d] = d == dim ? tk_sym_add(ctx, tk_tensor_sym(a, d), tk_tensor_sym(b, d)) : tk_tensor_sym(a, d);
+    }
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(a), rank, shape);
+}
+
+static int cat_run(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int dim = 0, err = norm_dim("tk::cat", "dim", tk_arg_int(ctx, 2), tk_tensor_rank(in[0]), 0, &dim);
+    int64_t outer, inner, na = tk_tensor_dim(in[0], dim), nb = tk_tensor_dim(in[1], dim);
+    size_t es = tk_dtype_size(tk_tensor_dtype(in[0]));
+    if (err)
+        return err;
+    around(in[0], dim, &outer, &inner);
+    err = copy2d(ctx, in[0], out[0], es, outer, na * inner, na * inner, 0, (na + nb) * inner, 0);
+    return err ? err : copy2d(ctx, in[1], out[0], es, outer, nb * inner, nb * inner, 0, (na + nb) * inner, na * inner);
+}
+
+static int cat_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out) { return cat_run(ctx, in, out); }
+
+TK_OP(tk_cat_op, "tk::cat", "(Tensor a, Tensor b, int dim=0) -> Tensor", .meta = cat_meta, .cpu = cat_cpu,
+      .cost = layout_cost)
+{
+    return cat_run(ctx, in, out);
 }
 
 #define LAYOUT_OP(fn, NAME, SCHEMA, META, RUN)                                                       \

@@ -480,11 +480,26 @@ static void ref__layout_ops_move_elements_where_pytorch_does(void **state)
     assert_int_equal(tk_tensor_dim(u, 3), 2);
     assert_memory_equal(tk_tensor_data(f), v, sizeof v);
     assert_memory_equal(tk_tensor_data(u), v, sizeof v);
+    /* cat along dim 1 with narrow's rows 1..2: x's rows 0..2, then 1..2 again */
+    tk_tensor *c = tk_call(ctx, "tk::cat", x, n, 1);
+    assert_non_null(c);
+    assert_int_equal(tk_tensor_dim(c, 1), 5);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 5; j++)
+            for (int k = 0; k < 4; k++)
+                assert_true(value_at(c, (i * 5 + j) * 4 + k) == (float)(100 * i + 10 * (j < 3 ? j : j - 2) + k));
+    tk_tensor_free(c);
+    assert_null(tk_call(ctx, "tk::cat", x, n, 0));
+    assert_contains(tk_error_last(), "a dim 1 == b dim 1");
     /* refusals */
     assert_null(tk_call(ctx, "tk::permute", x, TK_INTS(1, 1, 0)));
     assert_contains(tk_error_last(), "op 'tk::permute': dims names dim 1 twice");
     assert_null(tk_narrow(ctx, x, 1, 2, 2));
     assert_contains(tk_error_last(), "x dim 1 >= narrow's start + length (4)");
+    tk_tensor *n0 = tk_narrow(ctx, x, 0, 1, 1); /* a dim before the last: rows of 12 */
+    assert_non_null(n0);
+    assert_memory_equal(tk_tensor_data(n0), v + 12, 12 * sizeof(float));
+    tk_tensor_free(n0);
     assert_null(tk_transpose(ctx, x, 0, 3));
     assert_contains(tk_error_last(), "op 'tk::transpose': dim1 is 3, outside [-3, 2] for x of rank 3");
     assert_null(tk_call(ctx, "tk::unflatten", x, 2, TK_INTS(3, -1)));

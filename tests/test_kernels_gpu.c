@@ -796,7 +796,7 @@ static void gpu__layout_ops_match_the_reference(void **state)
                 ((uint16_t *)tk_tensor_data(hx))[i] = (uint16_t)(i * 7);
         }
         tk_tensor *dx = upload(f, hx);
-        for (int op = 0; op < 7; op++) {
+        for (int op = 0; op < 10; op++) { /* 9: the default, unflatten */
             tk_tensor *ref = NULL, *dy = NULL;
             switch (op) {
             case 0: ref = tk_transpose(f->cpu, hx, 1, 2), dy = tk_transpose(f->gpu, dx, 1, 2); break;
@@ -808,6 +808,20 @@ static void gpu__layout_ops_match_the_reference(void **state)
             case 3: ref = tk_call(f->cpu, "tk::flatten", hx, 1), dy = tk_call(f->gpu, "tk::flatten", dx, 1); break;
             case 4: /* whole 16-byte vectors a row: the row kernel */
                 ref = tk_narrow(f->cpu, hx, -1, 8, 32), dy = tk_narrow(f->gpu, dx, -1, 8, 32);
+                break;
+            case 6: ref = tk_narrow(f->cpu, hx, 1, 3, 20), dy = tk_narrow(f->gpu, dx, 1, 3, 20); break;
+            case 7:
+                ref = tk_call(f->cpu, "tk::cat", hx, hx, 2), dy = tk_call(f->gpu, "tk::cat", dx, dx, 2);
+                break;
+            case 8: /* rows of 64 + 37 elements: not whole vectors */
+                ref = tk_narrow(f->cpu, hx, 3, 5, 37);
+                dy = tk_narrow(f->gpu, dx, 3, 5, 37);
+                if (ref && dy) {
+                    tk_tensor *r2 = tk_call(f->cpu, "tk::cat", hx, ref, -1), *d2 = tk_call(f->gpu, "tk::cat", dx, dy, -1);
+                    tk_tensor_free(ref);
+                    tk_tensor_free(dy);
+                    ref = r2, dy = d2;
+                }
                 break;
             case 5:
                 ref = tk_call(f->cpu, "tk::permute", hx, TK_INTS(2, 0, 1, 3));

@@ -80,7 +80,22 @@ static int gpt2(tk_ctx *ctx, tk_tensor *const *in, tk_tensor **out, int layers, 
         tk_tensor_free(a);
     }
     tk_tensor *f = tk_layer_norm(ctx, h, tk_param(ctx, "ln_f.weight"), tk_param(ctx, "ln_f.bias"), 1e-5);
-    out[0] = tk_linear(ctx, f, wte, NULL); /* the LM head: wte [vocab, width] is tk::linear's [N, K] */
+    /* The LM head: wte [vocab, width] is tk::linear's [N, K]. 50257 logits a row are not whole
+     * 16-byte vectors, and cuBLASLt is 6x slower on such rows (bench: examples/gpt2/README.md):
+     * the vocabulary padded to a multiple of 64 (as llm.c does; the extra rows are copies of the
+     * first ones, their logits dropped), the padded weight folded once with the weights. */
+    int64_t vocab = tk_tensor_dim(wte, 0), pad = (vocab + 63) / 64 * 64 - vocab;
+    if (pad) {
+        tk_tensor *extra = tk_narrow(ctx, wte, 0, 0, pad);
+        tk_tensor *wpad = tk_call(ctx, "tk::cat", wte, extra, 0);
+        tk_tensor *logits = tk_linear(ctx, f, wpad, NULL);
+        out[0] = tk_narrow(ctx, logits, 2, 0, vocab);
+        tk_tensor_free(extra);
+        tk_tensor_free(wpad);
+        tk_tensor_free(logits);
+    } else {
+        out[0] = tk_linear(ctx, f, wte, NULL);
+    }
     tk_tensor_free(h);
     tk_tensor_free(f);
     return out[0] ? 0 : TK_EINVAL;

@@ -75,6 +75,8 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
  *                  among those flattened (a product of two dynamic dims is not supported yet)
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor        sizes static, one may be -1
  *                  (inferred; x's dim must divide: a guard when it is dynamic)
+ *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim): one dtype,
+ *                  the other dims equal (guards when dynamic); the dim's size is a's plus b's
  * e.g. tk_call(ctx, "tk::unflatten", h, 2, TK_INTS(12, 64)) makes [B, S, 768] into [B, S, 12, 64]. */
 tk_tensor *tk_transpose(tk_ctx *ctx, tk_tensor *x, int dim0, int dim1);
 tk_tensor *tk_narrow(tk_ctx *ctx, tk_tensor *x, int dim, int64_t start, int64_t length);
