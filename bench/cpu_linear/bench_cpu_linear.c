@@ -9,28 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_clock.h"
 #include <tk/half.h>
 
 #include "ref.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int main(int argc, char **argv)
 {
@@ -70,18 +52,18 @@ int main(int argc, char **argv)
             }
             double tref[100], tfast[100];
             for (int r = 0; r < reps; r++) {
-                double t0 = now();
+                double t0 = tk_bench_now();
                 if (tk_ref_linear(dtypes[d], x, w, b, y, ref_rows, K, N))
                     return 1;
-                double t1 = now();
+                double t1 = tk_bench_now();
                 if (tk_cpu_linear(dtypes[d], x, w, b, y, rows, K, N, 0))
                     return 1;
-                double t2 = now();
+                double t2 = tk_bench_now();
                 tref[r] = t1 - t0;
                 tfast[r] = t2 - t1;
             }
-            double ref_gf = 2.0 * ref_rows * K * N / median(tref, reps) / 1e9;
-            double fm = median(tfast, reps), fast_gf = 2.0 * rows * K * N / fm / 1e9;
+            double ref_gf = 2.0 * ref_rows * K * N / tk_bench_median(tref, reps) / 1e9;
+            double fm = tk_bench_median(tfast, reps), fast_gf = 2.0 * rows * K * N / fm / 1e9;
             printf("| %s | %lld x %lld x %lld | %.2f | %.2f | %.1f | %.1fx |\n", es == 4 ? "f32" : "bf16",
                    (long long)rows, (long long)K, (long long)N, ref_gf, fast_gf, fm * 1e3, fast_gf / ref_gf);
             free(x);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_clock.h"
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
@@ -20,19 +21,6 @@
 #include "rt_internal.h"
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *p, const void *q)
-{
-    double a = *(const double *)p, b = *(const double *)q;
-    return (a > b) - (a < b);
-}
 
 static tk_tensor *random_tensor(tk_ctx *ctx, tk_device dev, tk_dtype dt, const int64_t *shape, uint32_t seed)
 {
@@ -103,15 +91,14 @@ int main(int argc, char **argv)
                         rc = tk_op_run_resolved(ctx, &op, NULL, 0, args, 5, &y, 1);
                     rc = rc ? rc : tk_ctx_sync(ctx);
                     for (int r = 0; r < runs && !rc; r++) {
-                        double t0 = now();
+                        double t0 = tk_bench_now();
                         for (int i = 0; i < reps && !rc; i++)
                             rc = tk_op_run_resolved(ctx, &op, NULL, 0, args, 5, &y, 1);
                         rc = rc ? rc : tk_ctx_sync(ctx);
-                        samples[r] = (now() - t0) / reps * 1e6;
+                        samples[r] = (tk_bench_now() - t0) / reps * 1e6;
                     }
                     if (!rc) {
-                        qsort(samples, (size_t)runs, sizeof *samples, cmp_double);
-                        double us = samples[runs / 2];
+                        double us = tk_bench_median(samples, runs);
                         double flops = 4.0 * (double)bh * (double)S * (double)S * (double)D * (causal ? 0.5 : 1.0);
                         printf("| %lld | %lld | %s | %.1f | %.1f |\n", (long long)S, (long long)D, causal ? "yes" : "no",
                                us, flops / (us * 1e-6) / 1e12);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_clock.h"
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
@@ -26,19 +27,6 @@ typedef struct bench {
     tk_tensor *a, *b, *y, *copy_dst;
     int runs, reps;
 } bench;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *p, const void *q)
-{
-    double a = *(const double *)p, b = *(const double *)q;
-    return (a > b) - (a < b);
-}
 
 /* One launch: the op `name` (NULL: the copy a -> copy_dst). */
 static int launch(bench *B, const char *name, int nin)
@@ -61,16 +49,15 @@ static double measure(bench *B, const char *name, int nin)
     if (tk_ctx_sync(B->ctx))
         goto done;
     for (int r = 0; r < B->runs; r++) {
-        double t0 = now();
+        double t0 = tk_bench_now();
         for (int k = 0; k < B->reps; k++)
             if (launch(B, name, nin))
                 goto done;
         if (tk_ctx_sync(B->ctx))
             goto done;
-        samples[r] = (now() - t0) / B->reps;
+        samples[r] = (tk_bench_now() - t0) / B->reps;
     }
-    qsort(samples, (size_t)B->runs, sizeof(double), cmp_double);
-    t = B->runs % 2 ? samples[B->runs / 2] : 0.5 * (samples[B->runs / 2 - 1] + samples[B->runs / 2]);
+    t = tk_bench_median(samples, B->runs);
 done:
     free(samples);
     return t;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "bench_clock.h"
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
@@ -32,19 +33,6 @@ static const struct {
     {"scores b8 h12 s1024", 98304, 1024},
     {"llama b4 s512", 2048, 4096},
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *p, const void *q)
-{
-    double a = *(const double *)p, b = *(const double *)q;
-    return (a > b) - (a < b);
-}
 
 /* A device tensor of uniform values in [lo, hi) (made on the host, copied). */
 static tk_tensor *random_tensor(tk_ctx *ctx, tk_device dev, tk_dtype dt, int rank, const int64_t *shape, float lo,
@@ -80,16 +68,15 @@ static double measure(tk_ctx *ctx, const char *op, tk_tensor **in, int nin, tk_t
     if (tk_ctx_sync(ctx))
         return -1;
     for (int r = 0; r < runs; r++) {
-        double t0 = now();
+        double t0 = tk_bench_now();
         for (int i = 0; i < reps; i++)
             if (tk_op_run(ctx, op, in, nin, out, 1))
                 return -1;
         if (tk_ctx_sync(ctx))
             return -1;
-        samples[r] = (now() - t0) / reps * 1e6;
+        samples[r] = (tk_bench_now() - t0) / reps * 1e6;
     }
-    qsort(samples, (size_t)runs, sizeof *samples, cmp_double);
-    t = samples[runs / 2];
+    t = tk_bench_median(samples, runs);
     return t;
 }
 
