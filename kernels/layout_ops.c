@@ -10,9 +10,8 @@
  * 16-byte vectors when every row, pitch and offset allows); permute and transpose run the strided
  * copy of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
  * them as they are. Dynamic dims keep their symbols: narrow's length and start are static,
- * flatten multiplies at most one dynamic dim by constants (products of two dynamic dims are not
- * supported yet), unflatten may split a dynamic dim into static sizes and one -1 (a divisibility
- * requirement). */
+ * flatten multiplies the dims ("batch*seq" when two are dynamic), unflatten may split a dynamic
+ * dim into static sizes and one -1 (a divisibility requirement). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -248,21 +247,13 @@ static int reshape_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_te
         if (a > b)
             return tk_error_set(TK_EINVAL, "op 'tk::flatten': start_dim %d is after end_dim %d", a, b);
         tk_sym prod = TK_SYM(1);
-        int64_t k = 1;
-        for (int d = a; d <= b && d < rank; d++) {
-            tk_sym s = tk_tensor_sym(x, d);
-            if (tk_sym_is_const(s)) {
-                k *= s.value;
-            } else if (!tk_sym_is_const(prod)) {
-                return tk_error_set(TK_EUNSUPPORTED, "op 'tk::flatten': dims %d to %d hold two dynamic dims; their "
-                                    "product is not supported yet (products of symbols)", a, b);
-            } else {
-                prod = s;
-            }
-        }
+        for (int d = a; d <= b && d < rank; d++)
+            prod = tk_sym_mul_sym(ctx, prod, tk_tensor_sym(x, d));
+        if (tk_sym_is_const(prod) && prod.value < 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::flatten': dims %d to %d: %s", a, b, tk_error_last());
         for (int d = 0; d < a; d++)
             shape[r++] = tk_tensor_sym(x, d);
-        shape[r++] = tk_sym_is_const(prod) ? TK_SYM(k) : tk_sym_mul(ctx, prod, k);
+        shape[r++] = prod;
         for (int d = b + 1; d < rank; d++)
             shape[r++] = tk_tensor_sym(x, d);
         return tk_spec_set_sym(out[0], tk_tensor_dtype(x), r, shape);

@@ -17,7 +17,7 @@
 #include "rt_internal.h"
 #include "sym.h"
 
-typedef enum sym_kind { K_VAR, K_FLOORDIV, K_MOD, K_MIN, K_MAX, K_LIN } sym_kind;
+typedef enum sym_kind { K_VAR, K_FLOORDIV, K_MOD, K_MIN, K_MAX, K_LIN, K_MUL } sym_kind;
 
 typedef struct sym_term {
     int64_t coef;
@@ -38,7 +38,7 @@ struct tk_sym_expr {
         } div; /* K_FLOORDIV, K_MOD: a // k, a % k with k >= 2 */
         struct {
             tk_sym a, b;
-        } mm; /* K_MIN, K_MAX: operands in canonical order */
+        } mm; /* K_MIN, K_MAX, K_MUL (a product of two non-constant atoms): operands in canonical order */
         struct {
             int64_t c;
             int n; /* >= 1; never a single term with coefficient 1 and c == 0 (that is the atom) */
@@ -143,6 +143,7 @@ static uint64_t node_hash(const tk_sym_expr *e)
         break;
     case K_MIN:
     case K_MAX:
+    case K_MUL:
         h = mix(mix(h, sym_bits(e->u.mm.a)), sym_bits(e->u.mm.b));
         break;
     case K_LIN:
@@ -170,6 +171,7 @@ static int node_same(const tk_sym_expr *a, const tk_sym_expr *b)
         return same_sym(a->u.div.a, b->u.div.a) && a->u.div.k == b->u.div.k;
     case K_MIN:
     case K_MAX:
+    case K_MUL:
         return same_sym(a->u.mm.a, b->u.mm.a) && same_sym(a->u.mm.b, b->u.mm.b);
     case K_LIN:
         if (a->u.lin.c != b->u.lin.c || a->u.lin.n != b->u.lin.n)
@@ -252,6 +254,7 @@ static int cmp_node(const tk_sym_expr *a, const tk_sym_expr *b)
         return r ? r : cmp_i64(a->u.div.k, b->u.div.k);
     case K_MIN:
     case K_MAX:
+    case K_MUL:
         r = cmp_sym(a->u.mm.a, b->u.mm.a);
         return r ? r : cmp_sym(a->u.mm.b, b->u.mm.b);
     case K_LIN:
@@ -386,6 +389,18 @@ static rng range_node(const tk_sym_expr *e)
     case K_MAX:
         a = range_sym(e->u.mm.a), b = range_sym(e->u.mm.b);
         return (rng){a.lo > b.lo ? a.lo : b.lo, a.hi > b.hi ? a.hi : b.hi, a.sat | b.sat};
+    case K_MUL: { /* the extremes are among the corners' products */
+        a = range_sym(e->u.mm.a), b = range_sym(e->u.mm.b);
+        int sat = a.sat | b.sat;
+        int64_t c[4] = {sat_mul(a.lo, b.lo, &sat), sat_mul(a.lo, b.hi, &sat), sat_mul(a.hi, b.lo, &sat),
+                        sat_mul(a.hi, b.hi, &sat)};
+        rng r = {c[0], c[0], sat};
+        for (int i = 1; i < 4; i++) {
+            r.lo = c[i] < r.lo ? c[i] : r.lo;
+            r.hi = c[i] > r.hi ? c[i] : r.hi;
+        }
+        return r;
+    }
     }
     return (rng){INT64_MIN, INT64_MAX, 1};
 }
@@ -781,6 +796,51 @@ static int sym_minmax(tk_ctx *ctx, tk_sym a, tk_sym b, int is_max, tk_sym *out)
     return atom_build(ctx, &key, out);
 }
 
+/* a * b: by a constant, a linear combination; two symbolic factors, a product atom (their
+ * coefficients pulled out: (2*batch)*seq is 2*(batch*seq); factors in canonical order). */
+static int sym_mul_sym(tk_ctx *ctx, tk_sym a, tk_sym b, tk_sym *out)
+{
+    if (!a.expr || !b.expr) {
+        tk_sym x = a.expr ? a : b;
+        int64_t k = a.expr ? b.value : a.value;
+        if (!x.expr) {
+            int64_t v;
+            if (__builtin_mul_overflow(a.value, b.value, &v))
+                return overflows();
+            *out = TK_SYM(v);
+            return 0;
+        }
+        return sym_combine(ctx, x, k, TK_SYM(0), 0, out);
+    }
+    int64_t k = 1;
+    tk_sym f[2] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        const tk_sym_expr *e = f[i].expr;
+        if (e->kind == K_LIN && e->u.lin.n == 1 && e->u.lin.c == 0) {
+            if (__builtin_mul_overflow(k, e->u.lin.terms[0].coef, &k))
+                return overflows();
+            f[i] = (tk_sym){TK_SYM_DYNAMIC_VALUE, e->u.lin.terms[0].atom};
+        }
+    }
+    if (cmp_sym(f[0], f[1]) > 0) {
+        tk_sym t = f[0];
+        f[0] = f[1];
+        f[1] = t;
+    }
+    tk_sym_expr key;
+    memset(&key, 0, sizeof(key));
+    key.kind = K_MUL;
+    key.u.mm.a = f[0];
+    key.u.mm.b = f[1];
+    tk_sym prod;
+    int rc = atom_build(ctx, &key, &prod);
+    if (rc || k == 1) {
+        *out = prod;
+        return rc;
+    }
+    return sym_combine(ctx, prod, k, TK_SYM(0), 0, out);
+}
+
 /* --- the public arithmetic: TK_SYM(-1) and the error set on failure ---------------------------- */
 
 static tk_sym result(int rc, tk_sym s) { return rc ? TK_SYM(-1) : s; }
@@ -813,6 +873,12 @@ tk_sym tk_sym_mul(tk_ctx *ctx, tk_sym a, int64_t k)
         return __builtin_mul_overflow(a.value, k, &v) ? result(overflows(), s) : TK_SYM(v);
     }
     return result(sym_combine(ctx, a, k, TK_SYM(0), 0, &s), s);
+}
+
+tk_sym tk_sym_mul_sym(tk_ctx *ctx, tk_sym a, tk_sym b)
+{
+    tk_sym s = TK_SYM(0);
+    return result(sym_mul_sym(ctx, a, b, &s), s);
 }
 
 tk_sym tk_sym_floordiv(tk_ctx *ctx, tk_sym a, int64_t k)
@@ -973,6 +1039,10 @@ static int eval_node(const tk_sym_expr *e, const char *const *names, const int64
             return rc;
         *out = (e->kind == K_MIN) == (a < b) ? a : b;
         return 0;
+    case K_MUL:
+        if ((rc = eval_sym(e->u.mm.a, names, values, n, &a)) || (rc = eval_sym(e->u.mm.b, names, values, n, &b)))
+            return rc;
+        return __builtin_mul_overflow(a, b, out) ? overflows() : 0;
     }
     return tk_error_set(TK_EINTERNAL, "bad symbolic expression node");
 }
@@ -1034,6 +1104,15 @@ static int print_node(tk_strbuf *sb, const tk_sym_expr *e, int tight)
             (rc = tk_strbuf_adds(sb, ", ")) || (rc = print_sym(sb, e->u.mm.b)))
             return rc;
         return tk_strbuf_adds(sb, ")");
+    case K_MUL: /* operands that are not atoms in parentheses: "batch*seq", "(batch + 1)*seq" */
+        if ((rc = e->u.mm.a.expr ? print_node(sb, e->u.mm.a.expr, e->u.mm.a.expr->kind == K_LIN)
+                                 : print_const(sb, e->u.mm.a.value)) ||
+            (rc = tk_strbuf_adds(sb, "*")))
+            return rc;
+        return e->u.mm.b.expr ? print_node(sb, e->u.mm.b.expr, e->u.mm.b.expr->kind != K_VAR &&
+                                                                   e->u.mm.b.expr->kind != K_MIN &&
+                                                                   e->u.mm.b.expr->kind != K_MAX)
+                              : print_const(sb, e->u.mm.b.value);
     case K_LIN:
         for (int i = 0; i < e->u.lin.n; i++) {
             int64_t k = e->u.lin.terms[i].coef;
@@ -1232,12 +1311,7 @@ static int parse_term(parser *ps, tk_sym *out)
         if ((rc = parse_unary(ps, &rhs)))
             break;
         if (op == '*') {
-            if (acc.expr && rhs.expr)
-                return parse_fail(ps, at, "product of two symbolic expressions (products are by constants only)");
-            if (acc.expr)
-                rc = arith_rc(ps, at, sym_combine(ps->ctx, acc, rhs.value, TK_SYM(0), 0, &acc));
-            else
-                rc = arith_rc(ps, at, sym_combine(ps->ctx, rhs, acc.value, TK_SYM(0), 0, &acc));
+            rc = arith_rc(ps, at, sym_mul_sym(ps->ctx, acc, rhs, &acc));
         } else {
             if (rhs.expr)
                 return parse_fail(ps, at, "'%s' by a symbolic expression (the divisor must be a constant)",

@@ -277,9 +277,12 @@ TK_PROGRAM(layout_prog, "layout", TK_INPUT("x", TK_F32, TK_DIM("batch", 2, 16), 
     return out[0] ? 0 : TK_EINVAL;
 }
 
-TK_PROGRAM(layout_bad_prog, "layout_bad", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), TK_DIM("seq", 1, 8), 4))
+/* [batch, seq, 4] -> [batch*seq, 4] -> [batch*seq, 2, 2] */
+TK_PROGRAM(layout_prod_prog, "layout_prod", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), TK_DIM("seq", 1, 8), 4))
 {
-    out[0] = tk_call(ctx, "tk::flatten", in[0], 0, 1);
+    tk_tensor *f = tk_call(ctx, "tk::flatten", in[0], 0, 1);
+    out[0] = tk_call(ctx, "tk::unflatten", f, 1, TK_INTS(2, 2));
+    tk_tensor_free(f);
     return out[0] ? 0 : TK_EINVAL;
 }
 
@@ -737,7 +740,7 @@ static void trace__scalar_arguments_are_recorded_stored_and_passed_again(void **
 static char *edited_json(const tk_program_model *m, const char *from, const char *to);
 
 /* Layout ops keep the batch symbolic (a floor division, its guard, a product by a constant), and
- * a session runs them: out[i][k][j] == x[i][j][k]. Flattening two dynamic dims is refused. */
+ * a session runs them: out[i][k][j] == x[i][j][k]. Flattening two dynamic dims gives their product. */
 static void trace__layout_ops_keep_dynamic_dims(void **state)
 {
     (void)state;
@@ -772,8 +775,34 @@ static void trace__layout_ops_keep_dynamic_dims(void **state)
     tk_session_free(s);
     tk_exec_program_free(p);
     tk_program_model_free(m);
-    assert_true(trace_rc("layout_bad", NULL) != 0);
-    assert_contains(tk_error_last(), "op 'tk::flatten': dims 0 to 1 hold two dynamic dims");
+    /* two dynamic dims flattened: their product, through program.json and a session */
+    m = trace_ok("layout_prod", NULL);
+    assert_string_equal(m->nodes[0].outputs[0].dims[0].expr, "batch*seq");
+    char *json = NULL;
+    tk_program_model *r = NULL;
+    tk_assert_ok(tk_program_json_write(&json, m));
+    tk_assert_ok(tk_program_json_read(&r, json, strlen(json), "'layout_prod'"));
+    free(json);
+    tk_assert_ok(tk_exec_program_new(&p, r, m->weights, m->weights_len, "'layout_prod'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s, p, (tk_device){TK_DEVICE_CPU, 0}, NULL));
+    for (int64_t batch = 1; batch <= 8; batch += 3)
+        for (int64_t seq = 1; seq <= 8; seq += 5) {
+            const int64_t shape[3] = {batch, seq, 4};
+            tk_tensor *x = NULL, *y = NULL;
+            tk_assert_ok(tk_tensor_new(&x, NULL, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 3, shape));
+            for (int i = 0; i < batch * seq * 4; i++)
+                ((float *)tk_tensor_data(x))[i] = (float)(i * 3);
+            tk_assert_ok(tk_session_run(s, &x, 1, &y, 1));
+            assert_int_equal(tk_tensor_rank(y), 3);
+            assert_int_equal(tk_tensor_dim(y, 0), batch * seq);
+            assert_memory_equal(tk_tensor_data(y), tk_tensor_data(x), tk_tensor_nbytes(x));
+            tk_tensor_free(x);
+            tk_tensor_free(y);
+        }
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    tk_program_model_free(r);
+    tk_program_model_free(m);
 }
 
 /* Hand-edited attrs: each mismatch with the op's schema is refused, naming the node and key. */

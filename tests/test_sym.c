@@ -293,6 +293,46 @@ static void range__interval_arithmetic(void **state)
     }
 }
 
+/* Products of two dynamic dims: one node whichever the order, coefficients pulled out, ranges
+ * from the factors', values by evaluation, printed forms that parse back to the same node. */
+static void product__of_two_symbols_is_one_canonical_atom(void **state)
+{
+    fixture *f = *state;
+    tk_ctx *ctx = f->ctx;
+    char a[128], b[128];
+    tk_sym bs = tk_sym_mul_sym(ctx, f->batch, f->seq), sb = tk_sym_mul_sym(ctx, f->seq, f->batch);
+    assert_ptr_equal(bs.expr, sb.expr);
+    assert_string_equal(str(bs, a, sizeof a), "batch*seq");
+    tk_sym twice = tk_sym_mul_sym(ctx, tk_sym_mul(ctx, f->batch, 2), f->seq);
+    assert_string_equal(str(twice, a, sizeof a), "2*(batch*seq)");
+    tk_sym shifted = tk_sym_mul_sym(ctx, tk_sym_add(ctx, f->batch, TK_SYM(1)), f->seq);
+    assert_string_equal(str(shifted, a, sizeof a), "seq*(batch + 1)");
+    assert_ptr_equal(tk_sym_mul_sym(ctx, f->batch, TK_SYM(3)).expr, tk_sym_mul(ctx, f->batch, 3).expr);
+    int64_t lo, hi;
+    tk_sym_range(bs, &lo, &hi);
+    assert_int_equal(lo, 1);
+    assert_int_equal(hi, 1024 * 4096);
+    tk_sym_range(tk_sym_mul_sym(ctx, f->d, f->batch), &lo, &hi); /* d in [-10, 10] */
+    assert_int_equal(lo, -10240);
+    assert_int_equal(hi, 10240);
+    const int64_t values[4] = {3, 5, 2, -4};
+    int64_t v;
+    tk_assert_ok(tk_sym_eval(twice, NAMES, values, 4, &v));
+    assert_int_equal(v, 30);
+    tk_assert_ok(tk_sym_eval(shifted, NAMES, values, 4, &v));
+    assert_int_equal(v, 20);
+    const tk_sym vars[] = {f->batch, f->seq, f->k, f->d};
+    const tk_sym forms[] = {bs, twice, shifted, tk_sym_add(ctx, bs, f->batch),
+                            tk_sym_floordiv(ctx, bs, 4), tk_sym_mul_sym(ctx, bs, f->k)};
+    for (size_t i = 0; i < sizeof forms / sizeof *forms; i++) {
+        tk_sym back;
+        str(forms[i], a, sizeof a);
+        tk_assert_ok(tk_sym_parse(ctx, a, NAMES, vars, 4, &back));
+        if (back.expr != forms[i].expr)
+            fail_msg("'%s' parses back as '%s'", a, str(back, b, sizeof b));
+    }
+}
+
 static void range__narrowing_folds_later_expressions(void **state)
 {
     fixture *f = *state;
@@ -552,8 +592,6 @@ static void parse__errors_name_the_column(void **state)
     } cases[] = {
         {"batch +", "bad symbolic expression 'batch +': unexpected end, expected a number, a name, min(, max( or ( "
                     "at column 8"},
-        {"batch * seq", "bad symbolic expression 'batch * seq': product of two symbolic expressions (products are by "
-                        "constants only) at column 7"},
         {"batch // seq", "bad symbolic expression 'batch // seq': '//' by a symbolic expression (the divisor must be "
                          "a constant) at column 7"},
         {"batch % 0", "bad symbolic expression 'batch % 0': '%' by 0 (the divisor must be > 0) at column 7"},
@@ -723,6 +761,7 @@ int main(void)
         cmocka_unit_test(simplify__constants_never_allocate),
         cmocka_unit_test(simplify__division_by_zero_or_negative_is_refused),
         cmocka_unit_test(range__interval_arithmetic),
+        cmocka_unit_test(product__of_two_symbols_is_one_canonical_atom),
         cmocka_unit_test(range__narrowing_folds_later_expressions),
         cmocka_unit_test(var__names_and_ranges_are_checked),
         cmocka_unit_test(linear1__recognizes_k_times_var_plus_c),

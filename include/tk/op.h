@@ -81,6 +81,9 @@ tk_sym tk_tensor_sym(const tk_tensor *t, int i);
 tk_sym tk_sym_add(tk_ctx *ctx, tk_sym a, tk_sym b);
 tk_sym tk_sym_sub(tk_ctx *ctx, tk_sym a, tk_sym b);
 tk_sym tk_sym_mul(tk_ctx *ctx, tk_sym a, int64_t k);
+/* a * b for any two: a product of two dynamic dims ("batch*seq") is an atom of its own (ranges from
+ * its factors' ranges; it divides by neither factor symbolically). */
+tk_sym tk_sym_mul_sym(tk_ctx *ctx, tk_sym a, tk_sym b);
 tk_sym tk_sym_floordiv(tk_ctx *ctx, tk_sym a, int64_t k);
 tk_sym tk_sym_mod(tk_ctx *ctx, tk_sym a, int64_t k);
 tk_sym tk_sym_min(tk_ctx *ctx, tk_sym a, tk_sym b);

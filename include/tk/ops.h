@@ -71,8 +71,8 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
  *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor          x.transpose(dim0, dim1)
  *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   static start and length;
  *                  x's dim must hold start + length (a guard when it is dynamic)
- *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  at most one dynamic dim
- *                  among those flattened (a product of two dynamic dims is not supported yet)
+ *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  the flattened dims'
+ *                  product (symbolic: "batch*seq")
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor        sizes static, one may be -1
  *                  (inferred; x's dim must divide: a guard when it is dynamic)
  *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim): one dtype,
