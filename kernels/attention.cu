@@ -54,14 +54,17 @@ __device__ __forceinline__ void sdpa_wmma(const T *__restrict__ q, const T *__re
     T *ob = o + b * so.b + h * so.h;
     constexpr int VPR = D / 8; /* 16-byte vectors a row */
 
-    /* the block's queries, zero past S */
-    for (int i = threadIdx.x; i < kBM * VPR; i += blockDim.x) {
-        int r = i / VPR, c = (i % VPR) * 8;
-        uint4 val = make_uint4(0, 0, 0, 0);
-        if (q0 + r < S)
-            val = __ldg(reinterpret_cast<const uint4 *>(qb + (long long)(q0 + r) * sq.s + c));
-        *reinterpret_cast<uint4 *>(&sQ[r * LD + c]) = val;
-    }
+    /* rows j0 .. j0 + rows - 1 of src (row pitch stride) into dst, zero past n: 16-byte vectors */
+    auto load_tile = [&](T *dst, const T *src, long long stride, int j0, int rows, int n) {
+        for (int i = threadIdx.x; i < rows * VPR; i += blockDim.x) {
+            int r = i / VPR, c = (i % VPR) * 8;
+            uint4 val = make_uint4(0, 0, 0, 0);
+            if (j0 + r < n)
+                val = __ldg(reinterpret_cast<const uint4 *>(src + (long long)(j0 + r) * stride + c));
+            *reinterpret_cast<uint4 *>(&dst[r * LD + c]) = val;
+        }
+    };
+    load_tile(sQ, qb, sq.s, q0, kBM, S); /* the block's queries */
 
     /* keys this block reads: all, or (causal: key j <= query i) up to its last query */
     int kend = Sk;
@@ -72,15 +75,6 @@ __device__ __forceinline__ void sdpa_wmma(const T *__restrict__ q, const T *__re
     const int qi = q0 + warp * 16 + row;          /* this lane's query */
     float m = -INFINITY, l = 0.0f;
 
-    auto load_tile = [&](T *dst, const T *src, long long stride, int j0) {
-        for (int i = threadIdx.x; i < kBN * VPR; i += blockDim.x) {
-            int r = i / VPR, c = (i % VPR) * 8;
-            uint4 val = make_uint4(0, 0, 0, 0);
-            if (j0 + r < Sk)
-                val = __ldg(reinterpret_cast<const uint4 *>(src + (long long)(j0 + r) * stride + c));
-            *reinterpret_cast<uint4 *>(&dst[r * LD + c]) = val;
-        }
-    };
     /* the warp's 16 x kBN scores q k^T into sS[warp] */
     auto scores = [&]() {
         wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kBN / 16];
@@ -116,7 +110,7 @@ __device__ __forceinline__ void sdpa_wmma(const T *__restrict__ q, const T *__re
     /* walk 1: each row's max and sum of exp2 */
     for (int j0 = 0; j0 < kend; j0 += kBN) {
         __syncthreads();
-        load_tile(sK, kb, sk.s, j0);
+        load_tile(sK, kb, sk.s, j0, kBN, Sk);
         __syncthreads();
         scores();
         float s[kBN / 2], tm = -INFINITY;
@@ -145,8 +139,8 @@ __device__ __forceinline__ void sdpa_wmma(const T *__restrict__ q, const T *__re
         wmma::fill_fragment(oacc[n], 0.0f);
     for (int j0 = 0; j0 < kend; j0 += kBN) {
         __syncthreads();
-        load_tile(sK, kb, sk.s, j0);
-        load_tile(sV, vb, sv.s, j0);
+        load_tile(sK, kb, sk.s, j0, kBN, Sk);
+        load_tile(sV, vb, sv.s, j0, kBN, Sk);
         __syncthreads();
         scores();
         float s[kBN / 2];

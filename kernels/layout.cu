@@ -1,10 +1,13 @@
-/* The strided copy behind the layout built-ins (tk::permute, tk::transpose, tk::narrow; layout_ops.c):
- * y, contiguous of `rank` dims, gets y[i0, ..., ir] = x[offset + sum_d i_d * stride[d]], by element
- * size (tk_strided_copy_b2, _b4, _b8: any dtype of that size). One element a thread, the grid
- * striding; the index is decomposed dim by dim (a division per dim): 51 GB/s on an H200 for
- * GPT-2's narrows, so rows whose last dim stays contiguous take tk_strided_rows_v16 instead (16-byte
- * vectors, one decomposition a vector). A transpose of the last dim reads across rows and stays
- * on the element kernel; a contiguous reshape does not come here (a plain device copy). The CPU reference is tk_ref_strided_copy in layout_ref.c. */
+/* The copies behind the layout built-ins (layout_ops.c).
+ *
+ * tk_strided_copy_b2, _b4, _b8 (permute, transpose; any dtype of that element size): y, contiguous
+ * of `rank` dims, gets y[i0, ..., ir] = x[sum_d i_d * stride[d]]. One element a thread, the grid
+ * striding, the index decomposed dim by dim (a division per dim): it moved GPT-2's narrows at
+ * 51 GB/s on an H200, so a permute that keeps the last dim contiguous takes tk_strided_rows_v16
+ * (16-byte vectors, one decomposition a vector), and narrow and cat take tk_copy2d_* (rows of a
+ * 2-D view). A transpose of the last dim reads across rows and stays on the element kernel; a
+ * contiguous reshape does not come here (a plain device copy). The CPU reference of the strided
+ * copy is tk_ref_strided_copy in layout_ref.c. */
 #include <stdint.h>
 #include <tk/kernel.h>
 
@@ -12,11 +15,11 @@ namespace {
 
 template <typename E>
 __device__ __forceinline__ void strided_copy(const E *__restrict__ x, E *__restrict__ y, long long n, int rank,
-                                             const long long (&dims)[8], const long long (&st)[8], long long offset)
+                                             const long long (&dims)[8], const long long (&st)[8])
 {
     const long long nth = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += nth) {
-        long long rest = t, src = offset;
+        long long rest = t, src = 0;
         for (int d = rank - 1; d >= 0; d--) {
             long long i = rest % dims[d];
             rest /= dims[d];
@@ -26,16 +29,16 @@ __device__ __forceinline__ void strided_copy(const E *__restrict__ x, E *__restr
     }
 }
 
-/* Rows whose last dim is contiguous in x (narrow, or permutes that keep the last dim), in 16-byte
- * vectors: y's rows are nvec vectors each; row r of y starts in x at offset + sum over the outer
+/* Rows whose last dim is contiguous in x (permutes that keep the last dim), in 16-byte
+ * vectors: y's rows are nvec vectors each; row r of y starts in x at the sum over the outer
  * dims of index * stride (bytes, all multiples of 16). One vector a thread, the grid striding. */
 __device__ __forceinline__ void strided_rows(const uint4 *__restrict__ x, uint4 *__restrict__ y, long long nrows,
                                              long long nvec, int outer, const long long (&dims)[7],
-                                             const long long (&st)[7], long long offset)
+                                             const long long (&st)[7])
 {
     const long long nth = (long long)gridDim.x * blockDim.x;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < nrows * nvec; t += nth) {
-        long long r = t / nvec, c = t % nvec, rest = r, src = offset;
+        long long r = t / nvec, c = t % nvec, rest = r, src = 0;
         for (int d = outer - 1; d >= 0; d--) {
             src += (rest % dims[d]) * st[d];
             rest /= dims[d];
@@ -75,22 +78,20 @@ TK_COPY2D(v16, uint4)
 TK_KERNEL void __launch_bounds__(256)
 tk_strided_rows_v16(const uint4 *__restrict__ x, uint4 *__restrict__ y, long long nrows, long long nvec, int outer,
                     long long d0, long long d1, long long d2, long long d3, long long d4, long long d5, long long d6,
-                    long long s0, long long s1, long long s2, long long s3, long long s4, long long s5, long long s6,
-                    long long offset)
+                    long long s0, long long s1, long long s2, long long s3, long long s4, long long s5, long long s6)
 {
     const long long dims[7] = {d0, d1, d2, d3, d4, d5, d6}, st[7] = {s0, s1, s2, s3, s4, s5, s6};
-    strided_rows(x, y, nrows, nvec, outer, dims, st, offset);
+    strided_rows(x, y, nrows, nvec, outer, dims, st);
 }
 
 #define TK_STRIDED_COPY(sfx, E)                                                                              \
     TK_KERNEL void __launch_bounds__(256) tk_strided_copy_##sfx(                                             \
         const E *__restrict__ x, E *__restrict__ y, long long n, int rank, long long d0, long long d1,       \
         long long d2, long long d3, long long d4, long long d5, long long d6, long long d7, long long s0,     \
-        long long s1, long long s2, long long s3, long long s4, long long s5, long long s6, long long s7,     \
-        long long offset)                                                                                    \
+        long long s1, long long s2, long long s3, long long s4, long long s5, long long s6, long long s7)     \
     {                                                                                                        \
         const long long dims[8] = {d0, d1, d2, d3, d4, d5, d6, d7}, st[8] = {s0, s1, s2, s3, s4, s5, s6, s7}; \
-        strided_copy(x, y, n, rank, dims, st, offset);                                                      \
+        strided_copy(x, y, n, rank, dims, st);                                                              \
     }
 
 TK_STRIDED_COPY(b2, uint16_t)

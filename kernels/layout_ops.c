@@ -45,11 +45,11 @@ static int copy2d(tk_ctx *ctx, const tk_tensor *x, tk_tensor *y, size_t es, int6
             memcpy(yp + (size_t)(dst0 + r * dp) * es, xp + (size_t)(so + r * sp) * es, (size_t)width * es);
         return 0;
     }
-    int64_t unit = (int64_t)es, k = 1;
-    if ((((uintptr_t)xp | (uintptr_t)yp) & 15u) == 0 && (width * (int64_t)es) % 16 == 0 && (sp * (int64_t)es) % 16 == 0 && (so * (int64_t)es) % 16 == 0 &&
-        (dp * (int64_t)es) % 16 == 0 && (dst0 * (int64_t)es) % 16 == 0)
-        unit = 16, k = 16 / (int64_t)es;
-    const tk_kernel *kern = unit == 16 ? tk_copy2d_v16 : unit == 2 ? tk_copy2d_b2 : unit == 4 ? tk_copy2d_b4 : tk_copy2d_b8;
+    /* k elements a 16-byte vector: every count and offset a multiple of k, both pointers aligned */
+    int64_t k = 16 / (int64_t)es;
+    if ((((uintptr_t)xp | (uintptr_t)yp) & 15u) || width % k || sp % k || so % k || dp % k || dst0 % k)
+        k = 1;
+    const tk_kernel *kern = k > 1 ? tk_copy2d_v16 : es == 2 ? tk_copy2d_b2 : es == 4 ? tk_copy2d_b4 : tk_copy2d_b8;
     int64_t blocks = tk_cdiv(nrows * (width / k), 256);
     if (blocks > 65535 * 8)
         blocks = 65535 * 8;
@@ -109,26 +109,15 @@ static int perm_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int *perm)
     return 0;
 }
 
-/* The strided view of x that the copy reads for permute/transpose/narrow: out dims, strides in
- * elements, offset. Concrete shapes (eager or a session). */
-static int view_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int64_t *dims, int64_t *st, int64_t *offset)
+/* The strided view of x that permute and transpose copy: out dims and their strides in x, in
+ * elements. Concrete shapes (eager or a session). */
+static int view_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int64_t *dims, int64_t *st)
 {
     int rank = tk_tensor_rank(x), perm[TK_MAX_DIMS], err;
     int64_t in_st[TK_MAX_DIMS], s = 1;
     for (int d = rank - 1; d >= 0; d--) {
         in_st[d] = s;
         s *= tk_tensor_dim(x, d);
-    }
-    *offset = 0;
-    if (!strcmp(op, "tk::narrow")) {
-        int dim = 0;
-        if ((err = norm_dim(op, "dim", tk_arg_int(ctx, 1), rank, 0, &dim)))
-            return err;
-        for (int d = 0; d < rank; d++)
-            dims[d] = tk_tensor_dim(x, d), st[d] = in_st[d];
-        dims[dim] = tk_arg_int(ctx, 3);
-        *offset = tk_arg_int(ctx, 2) * in_st[dim];
-        return 0;
     }
     if ((err = perm_of(ctx, op, x, perm)))
         return err;
@@ -166,34 +155,37 @@ static int view_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tenso
     return tk_spec_set_sym(out[0], tk_tensor_dtype(x), rank, shape);
 }
 
+/* narrow: the rows of x as [outer, dim * inner], a window of each: a 2-D copy */
+static int narrow_run(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int dim = 0, err = norm_dim("tk::narrow", "dim", tk_arg_int(ctx, 1), tk_tensor_rank(in[0]), 0, &dim);
+    int64_t outer, inner, start = tk_arg_int(ctx, 2), len = tk_arg_int(ctx, 3), full = tk_tensor_dim(in[0], dim);
+    if (err)
+        return err;
+    if (start < 0 || len < 0 || start + len > full)
+        return tk_error_set(TK_EINVAL, "op 'tk::narrow': start %lld + length %lld is past dim %d's %lld",
+                            (long long)start, (long long)len, dim, (long long)full);
+    around(in[0], dim, &outer, &inner);
+    return copy2d(ctx, in[0], out[0], tk_dtype_size(tk_tensor_dtype(in[0])), outer, len * inner, full * inner,
+                  start * inner, len * inner, 0);
+}
+
+/* permute and transpose: the strided view of x copied */
 static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor *const *out)
 {
-    if (!strcmp(op, "tk::narrow")) { /* rows of [outer, dim * inner]: a 2-D copy */
-        int dim = 0, err = norm_dim(op, "dim", tk_arg_int(ctx, 1), tk_tensor_rank(in[0]), 0, &dim);
-        int64_t outer, inner, start = tk_arg_int(ctx, 2), len = tk_arg_int(ctx, 3), full = tk_tensor_dim(in[0], dim);
-        if (err)
-            return err;
-        if (start < 0 || len < 0 || start + len > full)
-            return tk_error_set(TK_EINVAL, "op 'tk::narrow': start %lld + length %lld is past dim %d's %lld",
-                                (long long)start, (long long)len, dim, (long long)full);
-        around(in[0], dim, &outer, &inner);
-        return copy2d(ctx, in[0], out[0], tk_dtype_size(tk_tensor_dtype(in[0])), outer, len * inner, full * inner,
-                      start * inner, len * inner, 0);
-    }
-    int64_t dims[TK_MAX_DIMS] = {0}, st[TK_MAX_DIMS] = {0}, offset;
-    int rank = tk_tensor_rank(in[0]), err = view_of(ctx, op, in[0], dims, st, &offset);
+    int64_t dims[TK_MAX_DIMS] = {0}, st[TK_MAX_DIMS] = {0};
+    int rank = tk_tensor_rank(in[0]), err = view_of(ctx, op, in[0], dims, st);
     size_t es = tk_dtype_size(tk_tensor_dtype(in[0]));
     int64_t n = tk_numel(out[0]);
     if (err)
         return err;
     if (tk_tensor_device(in[0]).kind != TK_DEVICE_CUDA)
-        return tk_ref_strided_copy(es, tk_tensor_data(in[0]), tk_tensor_data(out[0]), rank, dims, st, offset);
+        return tk_ref_strided_copy(es, tk_tensor_data(in[0]), tk_tensor_data(out[0]), rank, dims, st);
     if (n == 0)
         return 0;
-    /* the last dim contiguous in x, rows and offsets whole 16-byte vectors: the row kernel */
+    /* the last dim contiguous in x, rows whole 16-byte vectors: the row kernel */
     int rows_ok = rank >= 1 && st[rank - 1] == 1 && ((uintptr_t)tk_tensor_data(in[0]) & 15u) == 0 &&
-                  ((uintptr_t)tk_tensor_data(out[0]) & 15u) == 0 && (dims[rank - 1] * (int64_t)es) % 16 == 0 &&
-                  (offset * (int64_t)es) % 16 == 0;
+                  ((uintptr_t)tk_tensor_data(out[0]) & 15u) == 0 && (dims[rank - 1] * (int64_t)es) % 16 == 0;
     for (int d = 0; d < rank - 1 && rows_ok; d++)
         rows_ok = (st[d] * (int64_t)es) % 16 == 0;
     if (rows_ok) {
@@ -207,8 +199,7 @@ static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor
         if (nrows * nvec == 0)
             return 0;
         return tk_wrap(ctx, tk_strided_rows_v16, TK_DIM3(vblocks), TK_DIM3(256), in[0], out[0], nrows, nvec, rank - 1,
-                       D[0], D[1], D[2], D[3], D[4], D[5], D[6], S[0], S[1], S[2], S[3], S[4], S[5], S[6],
-                       (long long)(offset * (int64_t)es));
+                       D[0], D[1], D[2], D[3], D[4], D[5], D[6], S[0], S[1], S[2], S[3], S[4], S[5], S[6]);
     }
     for (int d = rank; d < TK_MAX_DIMS; d++)
         dims[d] = 1, st[d] = 0;
@@ -220,7 +211,7 @@ static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor
     for (int d = 0; d < 8; d++)
         D[d] = (long long)dims[d], S[d] = (long long)st[d];
     return tk_wrap(ctx, k, TK_DIM3(blocks), TK_DIM3(256), in[0], out[0], (long long)n, rank, D[0], D[1], D[2], D[3],
-                   D[4], D[5], D[6], D[7], S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7], (long long)offset);
+                   D[4], D[5], D[6], D[7], S[0], S[1], S[2], S[3], S[4], S[5], S[6], S[7]);
 }
 
 /* copies read x once and write y once */
@@ -374,7 +365,7 @@ LAYOUT_OP(permute, "tk::permute", "(Tensor x, int[] dims) -> Tensor", view_meta,
 LAYOUT_OP(transpose, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor", view_meta,
           view_run(ctx, "tk::transpose", in, out))
 LAYOUT_OP(narrow, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", view_meta,
-          view_run(ctx, "tk::narrow", in, out))
+          narrow_run(ctx, in, out))
 LAYOUT_OP(flatten, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", reshape_meta,
           reshape_run(ctx, in, out))
 LAYOUT_OP(unflatten, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", reshape_meta,

@@ -76,23 +76,24 @@ static int softmax_dim(tk_ctx *ctx, const tk_tensor *x)
     return 0;
 }
 
+/* x as rows of its last dim */
+static void row_shape(const tk_tensor *x, int64_t *rows, int64_t *cols)
+{
+    *cols = tk_tensor_dim(x, tk_tensor_rank(x) - 1);
+    *rows = *cols ? tk_numel(x) / *cols : 0;
+}
+
 /* The launch: one block per row, of a power of two from 32 to 1024 threads with about kVecs (2,
  * norm.cu) 16-byte vectors of the row each. */
-static int launch_rows(tk_ctx *ctx, const tk_kernel *k, const tk_tensor *x, int64_t *rows, int64_t *cols,
-                       tk_dim3 *grid, tk_dim3 *block)
+static void row_launch(const tk_tensor *x, int64_t *rows, int64_t *cols, tk_dim3 *grid, tk_dim3 *block)
 {
-    int rank = tk_tensor_rank(x);
-    int64_t per_vec = 16 / (int64_t)tk_dtype_size(tk_tensor_dtype(x));
-    (void)ctx, (void)k;
-    *cols = tk_tensor_dim(x, rank - 1);
-    *rows = *cols ? tk_numel(x) / *cols : 0;
-    int64_t per_thread = 2 * per_vec;
+    int64_t per_thread = 2 * (16 / (int64_t)tk_dtype_size(tk_tensor_dtype(x)));
     unsigned t = 32;
+    row_shape(x, rows, cols);
     while (t < 1024 && (int64_t)t * per_thread < *cols)
         t *= 2;
     *grid = TK_DIM3(*rows < INT32_MAX ? (unsigned)*rows : (unsigned)INT32_MAX);
     *block = TK_DIM3(t);
-    return 0;
 }
 
 static const char *const softmax_names[2] = {"x", "dim"};
@@ -118,9 +119,9 @@ static int softmax_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
         err = row_out_check("tk::softmax", in[0], out[0]);
     if (err)
         return err;
-    int64_t cols = tk_tensor_dim(in[0], tk_tensor_rank(in[0]) - 1);
-    return tk_ref_softmax(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), tk_tensor_data(out[0]),
-                          cols ? tk_numel(in[0]) / cols : 0, cols);
+    int64_t rows, cols;
+    row_shape(in[0], &rows, &cols);
+    return tk_ref_softmax(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), tk_tensor_data(out[0]), rows, cols);
 }
 
 /* reads and writes x once; per element a max, a subtraction, an exp, a sum and a product */
@@ -144,8 +145,11 @@ TK_OP(tk_softmax_op, "tk::softmax", "(Tensor x, int dim=-1) -> Tensor", .meta = 
         err = softmax_dim(ctx, in[0]);
     if (!err)
         err = row_out_check("tk::softmax", in[0], out[0]);
-    if (err || (err = launch_rows(ctx, softmax_kernels[dt], in[0], &rows, &cols, &grid, &block)) || rows == 0)
+    if (err)
         return err;
+    row_launch(in[0], &rows, &cols, &grid, &block);
+    if (rows == 0)
+        return 0;
     return tk_wrap(ctx, softmax_kernels[dt], grid, block, in[0], out[0], (long long)rows, (long long)cols);
 }
 
@@ -164,10 +168,11 @@ static int layer_norm_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *o
         err = row_out_check("tk::layer_norm", in[0], out[0]);
     if (err)
         return err;
-    int64_t cols = tk_tensor_dim(in[0], tk_tensor_rank(in[0]) - 1);
+    int64_t rows, cols;
+    row_shape(in[0], &rows, &cols);
     return tk_ref_layer_norm(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), in[1] ? tk_tensor_data(in[1]) : NULL,
-                             in[2] ? tk_tensor_data(in[2]) : NULL, tk_tensor_data(out[0]),
-                             cols ? tk_numel(in[0]) / cols : 0, cols, (float)tk_arg_float(ctx, 3));
+                             in[2] ? tk_tensor_data(in[2]) : NULL, tk_tensor_data(out[0]), rows, cols,
+                             (float)tk_arg_float(ctx, 3));
 }
 
 /* reads x twice in the worst case but counts the once that reaches memory; ~8 flops an element */
@@ -191,8 +196,11 @@ TK_OP(tk_layer_norm_op, "tk::layer_norm",
     int err = row_check(ctx, "tk::layer_norm", in, 2, layer_norm_names);
     if (!err)
         err = row_out_check("tk::layer_norm", in[0], out[0]);
-    if (err || (err = launch_rows(ctx, layer_norm_kernels[dt], in[0], &rows, &cols, &grid, &block)) || rows == 0)
+    if (err)
         return err;
+    row_launch(in[0], &rows, &cols, &grid, &block);
+    if (rows == 0)
+        return 0;
     return tk_wrap(ctx, layer_norm_kernels[dt], grid, block, in[0], in[1], in[2], out[0], (long long)rows,
                    (long long)cols, (float)tk_arg_float(ctx, 3));
 }
@@ -212,10 +220,10 @@ static int rms_norm_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out
         err = row_out_check("tk::rms_norm", in[0], out[0]);
     if (err)
         return err;
-    int64_t cols = tk_tensor_dim(in[0], tk_tensor_rank(in[0]) - 1);
+    int64_t rows, cols;
+    row_shape(in[0], &rows, &cols);
     return tk_ref_rms_norm(tk_tensor_dtype(in[0]), tk_tensor_data(in[0]), in[1] ? tk_tensor_data(in[1]) : NULL,
-                           tk_tensor_data(out[0]), cols ? tk_numel(in[0]) / cols : 0, cols,
-                           (float)tk_arg_float(ctx, 2));
+                           tk_tensor_data(out[0]), rows, cols, (float)tk_arg_float(ctx, 2));
 }
 
 static int rms_norm_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
@@ -237,8 +245,11 @@ TK_OP(tk_rms_norm_op, "tk::rms_norm", "(Tensor x, Tensor? weight=None, float eps
     int err = row_check(ctx, "tk::rms_norm", in, 1, rms_norm_names);
     if (!err)
         err = row_out_check("tk::rms_norm", in[0], out[0]);
-    if (err || (err = launch_rows(ctx, rms_norm_kernels[dt], in[0], &rows, &cols, &grid, &block)) || rows == 0)
+    if (err)
         return err;
+    row_launch(in[0], &rows, &cols, &grid, &block);
+    if (rows == 0)
+        return 0;
     return tk_wrap(ctx, rms_norm_kernels[dt], grid, block, in[0], in[1], out[0], (long long)rows, (long long)cols,
                    (float)tk_arg_float(ctx, 2));
 }

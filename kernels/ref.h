@@ -71,10 +71,9 @@ int tk_ref_sdpa(tk_dtype dtype, const void *q, const void *k, const void *v, voi
 int tk_ref_embedding(tk_dtype dtype, const void *w, int64_t rows, int64_t cols, tk_dtype idtype, const void *ids,
                      int64_t n, void *y);
 
-/* y (contiguous, rank dims) = x read at offset + sum_d i_d * st[d], elements of es bytes
+/* y (contiguous, rank dims) = x read at sum_d i_d * st[d], elements of es bytes
  * (layout_ref.c; the layout built-ins' CPU path). Returns 0. */
-int tk_ref_strided_copy(size_t es, const void *x, void *y, int rank, const int64_t *dims, const int64_t *st,
-                        int64_t offset);
+int tk_ref_strided_copy(size_t es, const void *x, void *y, int rank, const int64_t *dims, const int64_t *st);
 
 /* y[m][n] = sum_k x[m][k] w[n][k] + b[n] (nn.Linear): x [M, K], w [N, K], b [N] (or NULL),
  * y [M, N], all of dtype, accumulated in float in order of k, the bias added last, rounded once

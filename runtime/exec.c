@@ -238,6 +238,16 @@ static int link_nodes(tk_exec_program *p)
     return 0;
 }
 
+/* x's arguments for tk_op_run_resolved: its tensors from t (by value index; NULL for an optional
+ * input left out) into in[], and each argument, scalar (attrs) or tensor, into args[]. */
+static void node_args(const xnode *x, tk_tensor *const *t, tk_tensor **in, tk_value *args)
+{
+    for (int i = 0; i < x->nin; i++) {
+        in[i] = x->in[i] < 0 ? NULL : t[x->in[i]];
+        args[i] = x->attrs && x->attrs[i].kind != TK_VALUE_TENSOR ? x->attrs[i] : tk__val_tensor(in[i]);
+    }
+}
+
 /* --- constant folding --------------------------------------------------------------------------
  * A node whose tensor inputs are all parameters, or outputs of such nodes, computes the same
  * thing on every run: a weight transposed, split or cast. It runs once per device when the
@@ -285,32 +295,33 @@ static int fold_nodes(tk_exec_program *p)
     return 0;
 }
 
-/* Runs the folded nodes on ctx over the parameters there, into folded[value]. */
+/* Runs the folded nodes on ctx over the parameters there, into folded[value] (which owns them). */
 static int run_folded(const tk_exec_program *p, tk_ctx *ctx, tk_tensor **params, tk_tensor **folded)
 {
     tk_tensor *in[MAX_NODE_IO], *out[MAX_NODE_IO];
     tk_value args[MAX_NODE_IO];
-    for (size_t n = 0; n < p->m->nnodes; n++) {
+    tk_tensor **t = calloc(p->nvalues + 1, sizeof(*t)); /* every value a folded node may read */
+    int rc = t ? 0 : tk_error_set(TK_ENOMEM, "out of memory");
+    for (size_t v = 0; t && v < p->nvalues; v++)
+        t[v] = p->values[v].kind == V_PARAM ? params[p->values[v].index] : NULL;
+    for (size_t n = 0; !rc && n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
         if (!x->folded)
             continue;
-        for (int i = 0; i < x->nin; i++) {
-            const xvalue *v = x->in[i] < 0 ? NULL : &p->values[x->in[i]];
-            in[i] = !v ? NULL : v->kind == V_PARAM ? params[v->index] : folded[x->in[i]];
-            args[i] = x->attrs && x->attrs[i].kind != TK_VALUE_TENSOR ? x->attrs[i] : tk__val_tensor(in[i]);
-        }
+        node_args(x, t, in, args);
         for (int o = 0; o < x->pm->nout; o++)
             out[o] = NULL;
-        int rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, args, x->nin, out, x->pm->nout);
-        if (rc) {
+        if ((rc = tk_op_run_resolved(ctx, &x->op, x->pm->file, x->pm->line, args, x->nin, out, x->pm->nout))) {
             char why[768];
             snprintf(why, sizeof why, "%s", tk_error_last());
-            return tk_error_set(rc, "%s: node %zu (op '%s', folded with the weights): %s", p->origin, n, x->pm->op, why);
+            rc = tk_error_set(rc, "%s: node %zu (op '%s', folded with the weights): %s", p->origin, n, x->pm->op, why);
+            break;
         }
         for (int o = 0; o < x->pm->nout; o++)
-            folded[x->out[o]] = out[o];
+            folded[x->out[o]] = t[x->out[o]] = out[o];
     }
-    return 0;
+    free(t);
+    return rc;
 }
 
 /* --- fusion ------------------------------------------------------------------------------------
@@ -1379,10 +1390,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
                 prof[n] = (tk_node_profile){.op = x->label};
             continue;
         }
-        for (int i = 0; i < x->nin; i++) {
-            in[i] = x->in[i] < 0 ? NULL : t[x->in[i]];
-            args[i] = x->attrs && x->attrs[i].kind != TK_VALUE_TENSOR ? x->attrs[i] : tk__val_tensor(in[i]);
-        }
+        node_args(x, t, in, args);
         for (int o = 0; o < x->pm->nout; o++)
             out[o] = t[x->out[o]];
         if (prof && gpu && (rc = tk_cuda_event_record(ctx, s->events[2 * n])))

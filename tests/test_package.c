@@ -565,6 +565,23 @@ static tk_program_model *fold_model(void)
     return m;
 }
 
+/* test::fold's output for x, against linear(x, W, b) computed here */
+static void fold_check(const tk_tensor *x, const tk_tensor *y, const char *what)
+{
+    const float *xp = tk_tensor_data(x), *yp = tk_tensor_data(y);
+    int64_t batch = tk_tensor_dim(x, 0);
+    assert_int_equal(tk_tensor_dim(y, 0), batch);
+    for (int64_t r = 0; r < batch; r++)
+        for (int o = 0; o < TP_OUT; o++) {
+            float acc = tp_b[o];
+            for (int k = 0; k < TP_IN; k++)
+                acc += xp[r * TP_IN + k] * tp_w[o * TP_IN + k];
+            if (fabsf(yp[r * TP_OUT + o] - acc) > 1e-5f)
+                fail_msg("%s batch %lld row %lld col %d: %g, expected %g", what, (long long)batch, (long long)r, o,
+                         yp[r * TP_OUT + o], acc);
+        }
+}
+
 /* Nodes that read parameters only run once, when the weights reach the device: the results are
  * those of running them every time, the profile names them, the stats count them. */
 static void exec__parameter_only_nodes_are_folded_with_the_weights(void **state)
@@ -586,16 +603,8 @@ static void exec__parameter_only_nodes_are_folded_with_the_weights(void **state)
         tk_assert_ok(tk_session_set_profiling(s, 1));
         tk_tensor *x = tp_input(TP_MAX_BATCH, 3), *out = NULL;
         tk_assert_ok(tk_session_run(s, &x, 1, &out, 1));
-        const float *xp = tk_tensor_data(x), *op = tk_tensor_data(out);
-        for (int r = 0; r < TP_MAX_BATCH; r++)
-            for (int o = 0; o < TP_OUT; o++) {
-                float acc = tp_b[o];
-                for (int k = 0; k < TP_IN; k++)
-                    acc += xp[r * TP_IN + k] * tp_w[o * TP_IN + k];
-                if (fabsf(op[r * TP_OUT + o] - acc) > 1e-5f)
-                    fail_msg("folding %d row %d col %d: %g, expected %g", folding, r, o, op[r * TP_OUT + o], acc);
-            }
-        memcpy(y[folding], op, sizeof y[0]);
+        fold_check(x, out, folding ? "folded" : "not folded");
+        memcpy(y[folding], tk_tensor_data(out), sizeof y[0]);
         tk_exec_session_stats(s, &st);
         assert_int_equal(st.folded, folding ? 2 : 0);
         const tk_node_profile *prof;
@@ -609,6 +618,42 @@ static void exec__parameter_only_nodes_are_folded_with_the_weights(void **state)
         tk_program_model_free(m);
     }
     assert_memory_equal(y[0], y[1], sizeof y[0]);
+    free(w);
+}
+
+/* Two folded programs open at once, one with two sessions, each call a new batch size: every
+ * session reads its own program's folded weights, every result
+ * is right. */
+static void exec__folded_weights_serve_two_programs_and_changing_shapes(void **state)
+{
+    (void)state;
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    tk_program_model *m[2] = {fold_model(), fold_model()};
+    tk_exec_program *p[2];
+    tk_session *s[3];
+    for (int i = 0; i < 2; i++)
+        tk_assert_ok(tk_exec_program_new(&p[i], m[i], w, wlen, i ? "'fold b'" : "'fold a'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s[0], p[0], CPU, NULL));
+    tk_assert_ok(tk_exec_session_new(&s[1], p[0], CPU, NULL));
+    tk_assert_ok(tk_exec_session_new(&s[2], p[1], CPU, NULL));
+    for (int call = 0; call < 30; call++) {
+        int64_t batch = 1 + (call * 37) % TP_MAX_BATCH;
+        tk_tensor *x = tp_input(batch, call), *out = NULL;
+        tk_assert_ok(tk_session_run(s[call % 3], &x, 1, &out, 1));
+        fold_check(x, out, call % 3 == 2 ? "program b" : "program a");
+        tk_exec_stats st;
+        tk_exec_session_stats(s[call % 3], &st);
+        assert_int_equal(st.folded, 2);
+        tk_tensor_free(x);
+        tk_tensor_free(out);
+    }
+    for (int i = 0; i < 3; i++)
+        tk_session_free(s[i]);
+    for (int i = 0; i < 2; i++) {
+        tk_exec_program_free(p[i]);
+        tk_program_model_free(m[i]);
+    }
     free(w);
 }
 
@@ -1480,6 +1525,7 @@ int main(void)
         cmocka_unit_test(exec__profiles_time_each_node),
         cmocka_unit_test(exec__linear_and_its_elementwise_consumer_run_fused),
         cmocka_unit_test(exec__parameter_only_nodes_are_folded_with_the_weights),
+        cmocka_unit_test(exec__folded_weights_serve_two_programs_and_changing_shapes),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),
