@@ -46,10 +46,11 @@ endif()
 
 # Target architectures, listed once (as ggml documents its CMAKE_CUDA_ARCHITECTURES choice):
 # real cubins for sm_80 (A100, and through binary compatibility the other 8.x parts such as
-# A10, L4 and RTX 30/40) and sm_90 (H100, H200; sm_90 cubins do not run on 10.x/12.x), plus PTX
-# of the lowest architecture, which the driver JIT-compiles on any newer GPU (Blackwell
-# included) the cubins do not cover. CUDA 13 dropped everything below sm_75.
-set(TK_CUDA_ARCHS "80;90" CACHE STRING "CUDA architectures of the embedded cubins (PTX of the lowest is added)")
+# A10, L4 and RTX 30/40) and sm_90a (H100, H200: sm_90 with Hopper's own instructions, wgmma,
+# which the attention kernel uses; such cubins run on 9.0 parts only), plus PTX of the lowest
+# architecture, which the driver JIT-compiles on any newer GPU (Blackwell included) the cubins do
+# not cover. CUDA 13 dropped everything below sm_75.
+set(TK_CUDA_ARCHS "80;90a" CACHE STRING "CUDA architectures of the embedded cubins (PTX of the lowest is added)")
 
 # The nvcc -gencode flags for TK_CUDA_ARCHS: one cubin per architecture, PTX of the lowest.
 function(tk__gencode_flags out)

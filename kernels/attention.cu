@@ -3,29 +3,34 @@
  * head dim contiguous), so that the op takes PyTorch's [B, H, S, D] and the [B, S, H*D] a linear
  * makes alike. Its CPU reference is in attention_ref.c.
  *
- * tk_sdpa_wmma_<dtype>_d<D> (f16, bf16; D 64 or 128): tensor cores through WMMA (16x16x16, float
- * accumulators). A block of 4 warps takes 64 query rows of one (batch, head), each warp 16 of
- * them, and walks the keys in tiles of 32 held in shared memory, twice: the first walk keeps each
- * row's running max and sum of exponentials (scalars, rescaled as the max grows), the second
- * computes p = exp(s - max) / sum exactly and accumulates p v in the warps' WMMA accumulators,
- * which then never need rescaling (the flash-attention form rescales them; WMMA hides their
- * layout). The price is q k^T computed twice: 3 products instead of 2. Causal blocks stop at the
- * diagonal. Shared memory: 48 KiB for D = 128 (the static limit), 28 KiB for D = 64.
+ * tk_sdpa_flash_<dtype>_d<D>[_m2] (f16, bf16; D 64 or 128; sm_80 and later): the
+ * FlashAttention-2 form on tensor cores with float accumulators. A block of 4 warps takes 64 query
+ * rows of one (batch, head) (128 with _m2, D 64 only) and walks the keys in tiles of 64. Per tile:
+ * s = q k^T in registers; the online softmax (each row's running max and sum, the output
+ * accumulators rescaled as the max grows; exponentials in base 2 with the scale folded in); p
+ * rounded to 16 bits straight from the score accumulators into the operand layout (no trip
+ * through shared memory); o += p v. k and v tiles come in with cp.async, the next k tile while
+ * p v runs and the v tile while q k^T runs, into tiles whose 16-byte chunks are swizzled
+ * (chunk ^ row % 8, blocks of 64 columns). Causal blocks stop at the diagonal and mask only the
+ * tiles that cross it; the longest blocks start first. Shared memory: 48 KiB for D 128, 24 KiB
+ * for D 64 (32 with _m2). Two forms of the products, chosen when the cubin is compiled:
+ *   - sm_90a (H100, H200): wgmma, the 4 warps as one warpgroup, q and k (and v, transposed by the
+ *     instruction) read by the tensor cores straight from the swizzled tiles, p from registers;
+ *   - otherwise mma.sync m16n8k16, operands read with ldmatrix (.trans for v).
+ * The fragment layouts are the same in both, so the softmax between them is shared.
  *
  * tk_sdpa_rows_<dtype> (f32, f16, bf16; any D up to 256, any alignment): one warp a query row,
  * the online softmax over the keys one at a time, the row's D values spread over the lanes. For
  * what the tensor-core kernel does not take. */
-#include <mma.h>
 #include <stdint.h>
 #include <tk/kernel.h>
 
 #include "lanes.cuh"
+#include "wgmma.cuh"
 
 namespace {
 
-using namespace nvcuda;
-
-constexpr int kBM = 64, kBN = 32, kWarps = 4;
+constexpr int kBc = 64, kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
 /* strides in elements: batch, head, seq */
@@ -33,155 +38,307 @@ struct strides {
     long long b, h, s;
 };
 
-template <typename T, int D>
-__device__ __forceinline__ void sdpa_wmma(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                                          T *__restrict__ o, int H, int S, int Sk, strides sq, strides sk, strides sv,
-                                          strides so, float scale, int causal)
-{
-    constexpr int LD = D + 8;   /* row pitch of the q, k, v tiles (halves): off the banks' period */
-    constexpr int LDS = kBN + 4; /* the scores (floats) */
-    constexpr int LDP = kBN + 8; /* the probabilities (halves) */
-    __shared__ __align__(32) T sQ[kBM * LD];
-    __shared__ __align__(32) T sK[kBN * LD];
-    __shared__ __align__(32) T sV[kBN * LD];
-    __shared__ __align__(32) float sS[kWarps][16 * LDS];
-    __shared__ __align__(32) T sP[kWarps][16 * LDP];
+__device__ __forceinline__ uint32_t smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+/* 16 bytes global -> shared without a register trip; zeros where !valid (nothing is read then) */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool valid)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+/* four 8x8 matrices of 16-bit values; lanes 8i..8i+7 name the rows of matrix i */
+[[maybe_unused]] __device__ __forceinline__ void ldsm4(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+[[maybe_unused]] __device__ __forceinline__ void ldsm4_t(uint32_t (&r)[4], uint32_t addr)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* c += a b: a 16x16 (row), b 16x8 (col), c 16x8 float */
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
+template <>
+[[maybe_unused]] __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+[[maybe_unused]] __device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float fast_exp2(float x)
+{
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* Element offset of (row, 16-byte chunk) in a tile of ROWS rows of D 16-bit values: the tile is
+ * D / 64 blocks of 64 columns one after the other, each ROWS rows of 128 bytes whose chunks are
+ * swizzled (chunk ^ row % 8). What ldmatrix reads without bank conflicts and wgmma's 128-byte
+ * swizzle mode describes. */
+template <int D, int ROWS>
+__device__ __forceinline__ int swz(int row, int chunk)
+{
+    return (chunk >> 3) * ROWS * 64 + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+
+/* rows j0 .. j0 + ROWS - 1 of src (row pitch stride) into a swizzled tile, zeros from row n on */
+template <typename T, int D, int ROWS>
+__device__ __forceinline__ void load_tile(T *dst, const T *src, long long stride, int j0, int n)
+{
+    constexpr int CPR = D / 8;
+    static_assert(ROWS * CPR % kThreads == 0, "tile not a whole number of chunks a thread");
+#pragma unroll
+    for (int it = 0; it < ROWS * CPR / kThreads; it++) {
+        int i = threadIdx.x + it * kThreads, r = i / CPR, c = i % CPR;
+        bool ok = j0 + r < n;
+        cp_async16(smem(dst + swz<D, ROWS>(r, c)), ok ? src + (long long)(j0 + r) * stride + c * 8 : src, ok);
+    }
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kWgmma = true; /* sm_90a: q k^T and p v by wgmma, the warpgroup's 64 rows at once */
+#else
+constexpr bool kWgmma = false;
+#endif
+
+template <int N>
+__device__ __forceinline__ float (&flat(float (&a)[N / 4][4]))[N]
+{
+    return *reinterpret_cast<float(*)[N]>(&a[0][0]);
+}
+
+template <typename T, int D, int MT>
+__device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
+                                           T *__restrict__ o, int H, int S, int Sk, strides sq, strides sk, strides sv,
+                                           strides so, float scale, int causal)
+{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+    __trap(); /* cp.async and bf16 mma need sm_80; the op does not launch this kernel there */
+#else
+    constexpr int BR = 64 * MT;             /* query rows a block */
+    constexpr int NT = kBc / 8, DT = D / 8; /* score and output n-tiles (8 columns) a row block */
+    __shared__ __align__(1024) T sQ[BR * D];
+    __shared__ __align__(1024) T sK[kBc * D];
+    __shared__ __align__(1024) T sV[kBc * D];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int q0 = blockIdx.x * kBM;
+    const int q0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR; /* causal: longest first */
     const T *qb = q + b * sq.b + h * sq.h, *kb = k + b * sk.b + h * sk.h, *vb = v + b * sv.b + h * sv.h;
     T *ob = o + b * so.b + h * so.h;
-    constexpr int VPR = D / 8; /* 16-byte vectors a row */
 
-    /* rows j0 .. j0 + rows - 1 of src (row pitch stride) into dst, zero past n: 16-byte vectors */
-    auto load_tile = [&](T *dst, const T *src, long long stride, int j0, int rows, int n) {
-        for (int i = threadIdx.x; i < rows * VPR; i += blockDim.x) {
-            int r = i / VPR, c = (i % VPR) * 8;
-            uint4 val = make_uint4(0, 0, 0, 0);
-            if (j0 + r < n)
-                val = __ldg(reinterpret_cast<const uint4 *>(src + (long long)(j0 + r) * stride + c));
-            *reinterpret_cast<uint4 *>(&dst[r * LD + c]) = val;
-        }
-    };
-    load_tile(sQ, qb, sq.s, q0, kBM, S); /* the block's queries */
+    int kend = Sk; /* keys this block reads: all, or (causal: key j <= query i) up to its last query */
+    if (causal && q0 + BR < kend)
+        kend = q0 + BR;
+    const int ntiles = (kend + kBc - 1) / kBc;
 
-    /* keys this block reads: all, or (causal: key j <= query i) up to its last query */
-    int kend = Sk;
-    if (causal && q0 + kBM < kend)
-        kend = q0 + kBM;
+    load_tile<T, D, BR>(sQ, qb, sq.s, q0, S);
+    if (ntiles > 0)
+        load_tile<T, D, kBc>(sK, kb, sk.s, 0, Sk);
+    cp_commit();
+    cp_wait_all();
+    if (kWgmma)
+        wg_proxy_fence();
+    __syncthreads();
+
+    /* the block row of this lane's m-tile mt, half hr (rows g and g + 8): mma.sync gives each warp
+     * MT m-tiles of its own; wgmma gives each warp 16 rows of every 64 */
+    auto row_of = [&](int mt, int hr) { return (kWgmma ? mt * 64 + warp * 16 : warp * 16 * MT + mt * 16) + g + hr * 8; };
+    const int rmin = row_of(0, 0) - g; /* the lane's warp's first row */
+
+    float acc[MT][DT][4], m[MT][2], l[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+        for (int n = 0; n < DT; n++)
+            acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
+        m[mt][0] = m[mt][1] = -INFINITY;
+        l[mt][0] = l[mt][1] = 0.0f;
+    }
     const float sl2 = scale * kLog2e;
-    const int row = lane >> 1, half = lane & 1;   /* each lane pair: one of the warp's 16 rows */
-    const int qi = q0 + warp * 16 + row;          /* this lane's query */
-    float m = -INFINITY, l = 0.0f;
 
-    /* the warp's 16 x kBN scores q k^T into sS[warp] */
-    auto scores = [&]() {
-        wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kBN / 16];
+    for (int jt = 0; jt < ntiles; jt++) {
+        const int j0 = jt * kBc;
+        load_tile<T, D, kBc>(sV, vb, sv.s, j0, Sk); /* under q k^T */
+        cp_commit();
+
+        float s[MT][NT][4];
+        if constexpr (kWgmma) {
+            wg_fence();
 #pragma unroll
-        for (int n = 0; n < kBN / 16; n++)
-            wmma::fill_fragment(acc[n], 0.0f);
+            for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-            wmma::load_matrix_sync(fa, &sQ[(warp * 16) * LD + kk * 16], LD);
+                for (int kk = 0; kk < D / 16; kk++)
+                    wgmma<T, kBc>::ss(flat<4 * NT>(s[mt]), wg_desc(sQ + swz<D, BR>(mt * 64, 2 * kk), 16, 1024),
+                                      wg_desc(sK + swz<D, kBc>(0, 2 * kk), 16, 1024), kk > 0);
+            wg_commit();
+            wg_wait();
 #pragma unroll
-            for (int n = 0; n < kBN / 16; n++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-                wmma::load_matrix_sync(fb, &sK[(n * 16) * LD + kk * 16], LD);
-                wmma::mma_sync(acc[n], fa, fb, acc[n]);
+            for (int mt = 0; mt < MT; mt++)
+                wg_hold(flat<4 * NT>(s[mt]));
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+                    s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t qf[MT][4]; /* read again each tile: registers are what limits this kernel */
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++)
+                    ldsm4(qf[mt], smem(sQ + swz<D, BR>(row_of(mt, 0) - g + (lane & 15), 2 * kk + (lane >> 4))));
+#pragma unroll
+                for (int np = 0; np < NT / 2; np++) {
+                    uint32_t bk[4];
+                    ldsm4(bk, smem(sK + swz<D, kBc>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1))));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<T>(s[mt][2 * np], qf[mt], bk[0], bk[1]);
+                        mma16816<T>(s[mt][2 * np + 1], qf[mt], bk[2], bk[3]);
+                    }
+                }
             }
         }
-#pragma unroll
-        for (int n = 0; n < kBN / 16; n++)
-            wmma::store_matrix_sync(&sS[warp][n * 16], acc[n], LDS, wmma::mem_row_major);
-        __syncwarp();
-    };
-    /* this lane's 16 scores of its row, scaled to base 2, -inf where masked */
-    auto lane_scores = [&](int j0, float (&s)[kBN / 2]) {
-#pragma unroll
-        for (int c = 0; c < kBN / 2; c++) {
-            int j = j0 + half * (kBN / 2) + c;
-            bool keep = j < Sk && (!causal || j <= qi);
-            s[c] = keep ? sS[warp][row * LDS + half * (kBN / 2) + c] * sl2 : -INFINITY;
-        }
-    };
 
-    /* walk 1: each row's max and sum of exp2 */
-    for (int j0 = 0; j0 < kend; j0 += kBN) {
-        __syncthreads();
-        load_tile(sK, kb, sk.s, j0, kBN, Sk);
-        __syncthreads();
-        scores();
-        float s[kBN / 2], tm = -INFINITY;
-        lane_scores(j0, s);
+        /* base-2 scores; -inf past the keys and (causal) above the diagonal */
+        const bool mask = j0 + kBc > Sk || (causal && j0 + kBc - 1 > q0 + rmin);
 #pragma unroll
-        for (int c = 0; c < kBN / 2; c++)
-            tm = fmaxf(tm, s[c]);
-        tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
-        float mn = fmaxf(m, tm);
-        if (mn != -INFINITY) {
-            float ts = 0.0f;
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int c = 0; c < kBN / 2; c++)
-                ts += exp2f(s[c] - mn);
-            ts += __shfl_xor_sync(0xffffffffu, ts, 1);
-            l = l * exp2f(m - mn) + ts;
-            m = mn;
-        }
-    }
-    const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+            for (int n = 0; n < NT; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float x = s[mt][n][e] * sl2;
+                    if (mask) {
+                        int col = j0 + n * 8 + 2 * t + (e & 1), row = q0 + row_of(mt, e >> 1);
+                        if (col >= Sk || (causal && col > row))
+                            x = -INFINITY;
+                    }
+                    s[mt][n][e] = x;
+                }
 
-    /* walk 2: o = sum p v with p exact */
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> oacc[D / 16];
+        /* online softmax: rows g and g + 8 of each m-tile, spread over the lane's quad */
+        uint32_t pf[MT][kBc / 16][4];
 #pragma unroll
-    for (int n = 0; n < D / 16; n++)
-        wmma::fill_fragment(oacc[n], 0.0f);
-    for (int j0 = 0; j0 < kend; j0 += kBN) {
-        __syncthreads();
-        load_tile(sK, kb, sk.s, j0, kBN, Sk);
-        load_tile(sV, vb, sv.s, j0, kBN, Sk);
-        __syncthreads();
-        scores();
-        float s[kBN / 2];
-        lane_scores(j0, s);
+        for (int mt = 0; mt < MT; mt++) {
 #pragma unroll
-        for (int c = 0; c < kBN / 2; c++)
-            sP[warp][row * LDP + half * (kBN / 2) + c] = lanes<T>::from_float(m == -INFINITY ? 0.0f : exp2f(s[c] - m) * inv_l);
-        __syncwarp();
+            for (int hr = 0; hr < 2; hr++) {
+                float mx = -INFINITY;
 #pragma unroll
-        for (int kk = 0; kk < kBN / 16; kk++) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-            wmma::load_matrix_sync(fa, &sP[warp][kk * 16], LDP);
+                for (int n = 0; n < NT; n++)
+                    mx = fmaxf(mx, fmaxf(s[mt][n][2 * hr], s[mt][n][2 * hr + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float mn = fmaxf(m[mt][hr], mx), mu = mn == -INFINITY ? 0.0f : mn;
+                const float alpha = fast_exp2(m[mt][hr] - mu);
+                m[mt][hr] = mn;
+                float sum = 0.0f;
 #pragma unroll
-            for (int n = 0; n < D / 16; n++) {
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-                wmma::load_matrix_sync(fb, &sV[(kk * 16) * LD + n * 16], LD);
-                wmma::mma_sync(oacc[n], fa, fb, oacc[n]);
+                for (int n = 0; n < NT; n++) {
+                    float p0 = fast_exp2(s[mt][n][2 * hr] - mu), p1 = fast_exp2(s[mt][n][2 * hr + 1] - mu);
+                    s[mt][n][2 * hr] = p0;
+                    s[mt][n][2 * hr + 1] = p1;
+                    sum += p0 + p1;
+                }
+                l[mt][hr] = l[mt][hr] * alpha + sum; /* the lane's part; the quad's sum at the end */
+#pragma unroll
+                for (int n = 0; n < DT; n++) {
+                    acc[mt][n][2 * hr] *= alpha;
+                    acc[mt][n][2 * hr + 1] *= alpha;
+                }
+            }
+            /* the accumulator layout of n-tiles 2kk, 2kk + 1 is the operand layout of k-chunk kk */
+#pragma unroll
+            for (int kk = 0; kk < kBc / 16; kk++) {
+                pf[mt][kk][0] = lanes<T>::pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                pf[mt][kk][1] = lanes<T>::pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                pf[mt][kk][2] = lanes<T>::pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                pf[mt][kk][3] = lanes<T>::pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
             }
         }
+
+        cp_wait_all(); /* v is in; every warp is done with k */
+        if (kWgmma)
+            wg_proxy_fence();
+        __syncthreads();
+        if (jt + 1 < ntiles) {
+            load_tile<T, D, kBc>(sK, kb, sk.s, j0 + kBc, Sk); /* under p v */
+            cp_commit();
+        }
+        if constexpr (kWgmma) {
+            wg_fence();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int kk = 0; kk < kBc / 16; kk++)
+                    wgmma<T, D>::rs(flat<4 * DT>(acc[mt]), pf[mt][kk],
+                                    wg_desc(sV + swz<D, kBc>(kk * 16, 0), kBc * 128, 1024));
+            wg_commit();
+            wg_wait();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                wg_hold(flat<4 * DT>(acc[mt]));
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < kBc / 16; kk++)
+#pragma unroll
+                for (int dp = 0; dp < D / 16; dp++) {
+                    uint32_t bv[4];
+                    ldsm4_t(bv, smem(sV + swz<D, kBc>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4))));
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        mma16816<T>(acc[mt][2 * dp], pf[mt][kk], bv[0], bv[1]);
+                        mma16816<T>(acc[mt][2 * dp + 1], pf[mt][kk], bv[2], bv[3]);
+                    }
+                }
+        }
+        cp_wait_all(); /* the next k is in; every warp is done with v */
+        if (kWgmma)
+            wg_proxy_fence();
+        __syncthreads();
     }
 
-    /* out: each 16 x 16 block through the warp's score tile, 8 halves a lane */
+    /* o = acc / l, through the warp's own rows of the q tile, out in 16-byte rows */
 #pragma unroll
-    for (int n = 0; n < D / 16; n++) {
-        __syncwarp();
-        wmma::store_matrix_sync(&sS[warp][0], oacc[n], LDS, wmma::mem_row_major);
-        __syncwarp();
-        int r = lane >> 1, c = (lane & 1) * 8, qo = q0 + warp * 16 + r;
-        if (qo < S) {
-            float t[8];
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-            for (int e = 0; e < 8; e++)
-                t[e] = sS[warp][r * LDS + c + e];
-            uint4 packed;
-            uint32_t *pw = reinterpret_cast<uint32_t *>(&packed);
+        for (int hr = 0; hr < 2; hr++) {
+            float sum = l[mt][hr];
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            const int row = row_of(mt, hr);
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                pw[e] = lanes<T>::pack2(t[2 * e], t[2 * e + 1]);
-            *reinterpret_cast<uint4 *>(ob + (long long)qo * so.s + n * 16 + c) = packed;
+            for (int n = 0; n < DT; n++)
+                *reinterpret_cast<uint32_t *>(sQ + swz<D, BR>(row, n) + 2 * t) =
+                    lanes<T>::pack2(acc[mt][n][2 * hr] * inv, acc[mt][n][2 * hr + 1] * inv);
         }
+    __syncwarp();
+#pragma unroll
+    for (int i = lane; i < 16 * MT * DT; i += 32) {
+        const int mt = i / (16 * DT), r = i / DT % 16, c = i % DT, row = row_of(mt, 0) - g + r, qo = q0 + row;
+        if (qo < S)
+            *reinterpret_cast<uint4 *>(ob + (long long)qo * so.s + c * 8) =
+                *reinterpret_cast<const uint4 *>(sQ + swz<D, BR>(row, c));
     }
+#endif
 }
 
 /* One warp a query row: the online softmax over the keys, D values over the lanes (up to 8 a lane). */
@@ -246,10 +403,10 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         int causal
 #define TK_SDPA_STRIDES {qb, qh, qs}, {kb, kh, ks}, {vb, vh, vs}, {ob, oh, os}
 
-#define TK_SDPA_WMMA(sfx, T, D)                                                                             \
-    TK_KERNEL void __launch_bounds__(128) tk_sdpa_wmma_##sfx##_d##D(TK_SDPA_ARGS(T))                      \
+#define TK_SDPA_FLASH(name, T, D, MT)                                                                       \
+    TK_KERNEL void __launch_bounds__(kThreads) name(TK_SDPA_ARGS(T))                                        \
     {                                                                                                       \
-        sdpa_wmma<T, D>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                              \
+        sdpa_flash<T, D, MT>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                         \
     }
 #define TK_SDPA_ROWS(sfx, T)                                                                                \
     TK_KERNEL void __launch_bounds__(128) tk_sdpa_rows_##sfx(TK_SDPA_ARGS(T), int D)                      \
@@ -257,10 +414,12 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         sdpa_rows<T>(q, k, v, o, H, S, Sk, D, TK_SDPA_STRIDES, scale, causal);                              \
     }
 
-TK_SDPA_WMMA(f16, __half, 64)
-TK_SDPA_WMMA(f16, __half, 128)
-TK_SDPA_WMMA(bf16, __nv_bfloat16, 64)
-TK_SDPA_WMMA(bf16, __nv_bfloat16, 128)
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d64, __half, 64, 1)
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d64_m2, __half, 64, 2)
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d128, __half, 128, 1)
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d64, __nv_bfloat16, 64, 1)
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d64_m2, __nv_bfloat16, 64, 2)
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d128, __nv_bfloat16, 128, 1)
 TK_SDPA_ROWS(f32, float)
 TK_SDPA_ROWS(f16, __half)
 TK_SDPA_ROWS(bf16, __nv_bfloat16)

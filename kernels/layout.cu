@@ -60,7 +60,49 @@ __device__ __forceinline__ void copy2d(const U *__restrict__ x, U *__restrict__ 
     }
 }
 
+/* copy2d into a dense y (pitch width, from its start) that is 16-byte aligned, from any x: each
+ * thread gathers the elements of one 16-byte vector of y (they may straddle rows) and stores it
+ * whole; one division a vector rather than one an element. narrow's case when its rows are not
+ * whole vectors (the 50257 columns of GPT-2's logits cut from 50304). */
+template <typename E>
+__device__ __forceinline__ void copy2d_dense(const E *__restrict__ x, E *__restrict__ y, long long n, long long width,
+                                             long long sp, long long so)
+{
+    constexpr int VE = 16 / sizeof(E);
+    const long long nth = (long long)gridDim.x * blockDim.x;
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t * VE < n; t += nth) {
+        long long f = t * VE, r = f / width, c = f - r * width;
+        E v[VE];
+#pragma unroll
+        for (int e = 0; e < VE; e++) {
+            v[e] = f + e < n ? __ldg(x + so + r * sp + c) : E(0);
+            if (++c == width) {
+                c = 0;
+                r++;
+            }
+        }
+        if (f + VE <= n) {
+            *reinterpret_cast<uint4 *>(y + f) = *reinterpret_cast<const uint4 *>(v);
+        } else {
+            for (int e = 0; f + e < n; e++)
+                y[f + e] = v[e];
+        }
+    }
+}
+
 } // namespace
+
+/* tk_copy2d_dense_<unit>: narrow into a dense output whose rows are not whole 16-byte vectors */
+#define TK_COPY2D_DENSE(sfx, E)                                                                             \
+    TK_KERNEL void __launch_bounds__(256) tk_copy2d_dense_##sfx(const E *__restrict__ x, E *__restrict__ y,  \
+                                                                long long n, long long width, long long sp,  \
+                                                                long long so)                                \
+    {                                                                                                       \
+        copy2d_dense(x, y, n, width, sp, so);                                                               \
+    }
+TK_COPY2D_DENSE(b2, unsigned short)
+TK_COPY2D_DENSE(b4, unsigned int)
+TK_COPY2D_DENSE(b8, unsigned long long)
 
 /* tk_copy2d_<unit>: narrow (on any dim) and cat: the rows of a 2-D view copied into another's */
 #define TK_COPY2D(sfx, U)                                                                                   \

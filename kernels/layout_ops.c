@@ -29,10 +29,14 @@ TK_KERNEL_DECL(tk_copy2d_b2);
 TK_KERNEL_DECL(tk_copy2d_b4);
 TK_KERNEL_DECL(tk_copy2d_b8);
 TK_KERNEL_DECL(tk_copy2d_v16);
+TK_KERNEL_DECL(tk_copy2d_dense_b2);
+TK_KERNEL_DECL(tk_copy2d_dense_b4);
+TK_KERNEL_DECL(tk_copy2d_dense_b8);
 
 /* nrows rows of width elements (es bytes) from x (row pitch sp, first at so) into y (pitch dp,
  * first at dst0), all in elements: memcpy per row on the CPU; on a GPU tk_copy2d_v16 when every
- * offset and pitch is whole 16-byte vectors, else the element's size. */
+ * offset and pitch is whole 16-byte vectors, tk_copy2d_dense_* when y is dense from its aligned
+ * start (vectors written whole, gathered element by element), else the element's size. */
 static int copy2d(tk_ctx *ctx, const tk_tensor *x, tk_tensor *y, size_t es, int64_t nrows, int64_t width, int64_t sp,
                   int64_t so, int64_t dp, int64_t dst0)
 {
@@ -49,6 +53,14 @@ static int copy2d(tk_ctx *ctx, const tk_tensor *x, tk_tensor *y, size_t es, int6
     int64_t k = 16 / (int64_t)es;
     if ((((uintptr_t)xp | (uintptr_t)yp) & 15u) || width % k || sp % k || so % k || dp % k || dst0 % k)
         k = 1;
+    if (k == 1 && dp == width && dst0 == 0 && !((uintptr_t)yp & 15u)) {
+        const tk_kernel *dense = es == 2 ? tk_copy2d_dense_b2 : es == 4 ? tk_copy2d_dense_b4 : tk_copy2d_dense_b8;
+        int64_t blocks = tk_cdiv(tk_cdiv(nrows * width, 16 / (int64_t)es), 256);
+        if (blocks > 65535 * 8)
+            blocks = 65535 * 8;
+        return tk_wrap(ctx, dense, TK_DIM3(blocks), TK_DIM3(256), x, y, (long long)(nrows * width), (long long)width,
+                       (long long)sp, (long long)so);
+    }
     const tk_kernel *kern = k > 1 ? tk_copy2d_v16 : es == 2 ? tk_copy2d_b2 : es == 4 ? tk_copy2d_b4 : tk_copy2d_b8;
     int64_t blocks = tk_cdiv(nrows * (width / k), 256);
     if (blocks > 65535 * 8)

@@ -740,6 +740,8 @@ static void gpu__sdpa_matches_the_reference(void **state)
             check_sdpa(f, dt, 1, 2, 130, 130, 128, causal, 0);  /* D 128 */
             check_sdpa(f, dt, 2, 4, 50, 50, 64, causal, 1);     /* heads side by side */
             check_sdpa(f, dt, 1, 2, 33, 100, 64, causal, 0);    /* more keys than queries */
+            check_sdpa(f, dt, 1, 2, 100, 33, 128, causal, 0);   /* fewer keys than queries */
+            check_sdpa(f, dt, 1, 88, 257, 257, 64, causal, 0);  /* 128 rows a block (264 blocks), a 1-row tail */
             check_sdpa(f, dt, 1, 2, 40, 40, 32, causal, 0);     /* D 32: the row kernel */
             check_sdpa(f, dt, 1, 1, 1, 1, 64, causal, 0);       /* one query, one key */
         }
@@ -779,7 +781,8 @@ static void gpu__embedding_matches_the_reference(void **state)
 }
 
 /* the layout ops: GPU copies against the CPU's, bit for bit, in 2-, 4- and 8-byte elements, through
- * the element kernel and (rows of whole 16-byte vectors, the last dim kept) the row kernel */
+ * the element kernel, (rows of whole 16-byte vectors, the last dim kept) the row kernel and (narrow's
+ * rows not whole vectors: 33 and 37 elements, a partial last vector) the dense kernel */
 static void gpu__layout_ops_match_the_reference(void **state)
 {
     fixture *f = *state;
