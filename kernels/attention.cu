@@ -3,9 +3,9 @@
  * head dim contiguous), so that the op takes PyTorch's [B, H, S, D] and the [B, S, H*D] a linear
  * makes alike. Its CPU reference is in attention_ref.c.
  *
- * tk_sdpa_flash_<dtype>_d<D>[_m2] (f16, bf16; D 64 or 128; sm_80 and later): the
+ * tk_sdpa_flash_<dtype>_d<D> (f16, bf16; D 64 or 128; sm_80 and later): the
  * FlashAttention-2 form on tensor cores with float accumulators. A block of 4 warps takes 64 query
- * rows of one (batch, head) (128 with _m2, D 64 only) and walks the keys in tiles of 64. Per tile:
+ * rows of one (batch, head) and walks the keys in tiles of 64. Per tile:
  * s = q k^T in registers; the online softmax (each row's running max and sum, the output
  * accumulators rescaled as the max grows; exponentials in base 2 with the scale folded in); p
  * rounded to 16 bits straight from the score accumulators into the operand layout (no trip
@@ -13,7 +13,7 @@
  * p v runs and the v tile while q k^T runs, into tiles whose 16-byte chunks are swizzled
  * (chunk ^ row % 8, blocks of 64 columns). Causal blocks stop at the diagonal and mask only the
  * tiles that cross it; the longest blocks start first. Shared memory: 48 KiB for D 128, 24 KiB
- * for D 64 (32 with _m2). Two forms of the products, chosen when the cubin is compiled:
+ * for D 64. Two forms of the products, chosen when the cubin is compiled:
  *   - sm_90a (H100, H200): wgmma, the 4 warps as one warpgroup, q and k (and v, transposed by the
  *     instruction) read by the tensor cores straight from the swizzled tiles, p from registers;
  *   - otherwise mma.sync m16n8k16, operands read with ldmatrix (.trans for v).
@@ -30,7 +30,7 @@
 
 namespace {
 
-constexpr int kBc = 64, kThreads = 128;
+constexpr int kThreads = 128, BR = 64, BC = 64; /* a block: 4 warps, 64 queries, tiles of 64 keys */
 constexpr float kLog2e = 1.4426950408889634f;
 
 /* strides in elements: batch, head, seq */
@@ -117,13 +117,14 @@ constexpr bool kWgmma = true; /* sm_90a: q k^T and p v by wgmma, the warpgroup's
 constexpr bool kWgmma = false;
 #endif
 
+/* a [N / 4][4] accumulator array as the flat [N] of wgmma's operand list (the same order) */
 template <int N>
 __device__ __forceinline__ float (&flat(float (&a)[N / 4][4]))[N]
 {
     return *reinterpret_cast<float(*)[N]>(&a[0][0]);
 }
 
-template <typename T, int D, int MT>
+template <typename T, int D>
 __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
                                            T *__restrict__ o, int H, int S, int Sk, strides sq, strides sk, strides sv,
                                            strides so, float scale, int causal)
@@ -131,11 +132,10 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap(); /* cp.async and bf16 mma need sm_80; the op does not launch this kernel there */
 #else
-    constexpr int BR = 64 * MT;             /* query rows a block */
-    constexpr int NT = kBc / 8, DT = D / 8; /* score and output n-tiles (8 columns) a row block */
+    constexpr int NT = BC / 8, DT = D / 8; /* score and output n-tiles (8 columns) */
     __shared__ __align__(1024) T sQ[BR * D];
-    __shared__ __align__(1024) T sK[kBc * D];
-    __shared__ __align__(1024) T sV[kBc * D];
+    __shared__ __align__(1024) T sK[BC * D];
+    __shared__ __align__(1024) T sV[BC * D];
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
@@ -146,132 +146,108 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
     int kend = Sk; /* keys this block reads: all, or (causal: key j <= query i) up to its last query */
     if (causal && q0 + BR < kend)
         kend = q0 + BR;
-    const int ntiles = (kend + kBc - 1) / kBc;
+    const int ntiles = (kend + BC - 1) / BC;
 
     load_tile<T, D, BR>(sQ, qb, sq.s, q0, S);
     if (ntiles > 0)
-        load_tile<T, D, kBc>(sK, kb, sk.s, 0, Sk);
+        load_tile<T, D, BC>(sK, kb, sk.s, 0, Sk);
     cp_commit();
     cp_wait_all();
     if (kWgmma)
         wg_proxy_fence();
     __syncthreads();
 
-    /* the block row of this lane's m-tile mt, half hr (rows g and g + 8): mma.sync gives each warp
-     * MT m-tiles of its own; wgmma gives each warp 16 rows of every 64 */
-    auto row_of = [&](int mt, int hr) { return (kWgmma ? mt * 64 + warp * 16 : warp * 16 * MT + mt * 16) + g + hr * 8; };
-    const int rmin = row_of(0, 0) - g; /* the lane's warp's first row */
-
-    float acc[MT][DT][4], m[MT][2], l[MT][2];
+    /* each warp has 16 of the block's rows; a lane has rows g and g + 8 of them (half hr) */
+    const int r0 = warp * 16;
+    float acc[DT][4], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-        for (int n = 0; n < DT; n++)
-            acc[mt][n][0] = acc[mt][n][1] = acc[mt][n][2] = acc[mt][n][3] = 0.0f;
-        m[mt][0] = m[mt][1] = -INFINITY;
-        l[mt][0] = l[mt][1] = 0.0f;
-    }
+    for (int n = 0; n < DT; n++)
+        acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
     const float sl2 = scale * kLog2e;
 
     for (int jt = 0; jt < ntiles; jt++) {
-        const int j0 = jt * kBc;
-        load_tile<T, D, kBc>(sV, vb, sv.s, j0, Sk); /* under q k^T */
+        const int j0 = jt * BC;
+        load_tile<T, D, BC>(sV, vb, sv.s, j0, Sk); /* under q k^T */
         cp_commit();
 
-        float s[MT][NT][4];
+        float s[NT][4];
         if constexpr (kWgmma) {
             wg_fence();
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int kk = 0; kk < D / 16; kk++)
-                    wgmma<T, kBc>::ss(flat<4 * NT>(s[mt]), wg_desc(sQ + swz<D, BR>(mt * 64, 2 * kk), 16, 1024),
-                                      wg_desc(sK + swz<D, kBc>(0, 2 * kk), 16, 1024), kk > 0);
+            for (int kk = 0; kk < D / 16; kk++)
+                wgmma<T, BC>::ss(flat<4 * NT>(s), wg_desc(sQ + swz<D, BR>(0, 2 * kk), 16, 1024),
+                                 wg_desc(sK + swz<D, BC>(0, 2 * kk), 16, 1024), kk > 0);
             wg_commit();
             wg_wait();
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-                wg_hold(flat<4 * NT>(s[mt]));
+            wg_hold(flat<4 * NT>(s));
         } else {
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int n = 0; n < NT; n++)
-                    s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.0f;
+            for (int n = 0; n < NT; n++)
+                s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
-                uint32_t qf[MT][4]; /* read again each tile: registers are what limits this kernel */
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    ldsm4(qf[mt], smem(sQ + swz<D, BR>(row_of(mt, 0) - g + (lane & 15), 2 * kk + (lane >> 4))));
+                uint32_t qf[4]; /* read again each tile: registers are what limits this kernel */
+                ldsm4(qf, smem(sQ + swz<D, BR>(r0 + (lane & 15), 2 * kk + (lane >> 4))));
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     uint32_t bk[4];
-                    ldsm4(bk, smem(sK + swz<D, kBc>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1))));
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816<T>(s[mt][2 * np], qf[mt], bk[0], bk[1]);
-                        mma16816<T>(s[mt][2 * np + 1], qf[mt], bk[2], bk[3]);
-                    }
+                    ldsm4(bk, smem(sK + swz<D, BC>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1))));
+                    mma16816<T>(s[2 * np], qf, bk[0], bk[1]);
+                    mma16816<T>(s[2 * np + 1], qf, bk[2], bk[3]);
                 }
             }
         }
 
         /* base-2 scores; -inf past the keys and (causal) above the diagonal */
-        const bool mask = j0 + kBc > Sk || (causal && j0 + kBc - 1 > q0 + rmin);
+        const bool mask = j0 + BC > Sk || (causal && j0 + BC - 1 > q0 + r0);
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++)
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float x = s[n][e] * sl2;
+                if (mask) {
+                    int col = j0 + n * 8 + 2 * t + (e & 1), row = q0 + r0 + g + (e >> 1) * 8;
+                    if (col >= Sk || (causal && col > row))
+                        x = -INFINITY;
+                }
+                s[n][e] = x;
+            }
+
+        /* online softmax, each row spread over the lane's quad */
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            float mx = -INFINITY;
 #pragma unroll
             for (int n = 0; n < NT; n++)
+                mx = fmaxf(mx, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float mn = fmaxf(m[hr], mx), mu = mn == -INFINITY ? 0.0f : mn;
+            const float alpha = fast_exp2(m[hr] - mu);
+            m[hr] = mn;
+            float sum = 0.0f;
 #pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float x = s[mt][n][e] * sl2;
-                    if (mask) {
-                        int col = j0 + n * 8 + 2 * t + (e & 1), row = q0 + row_of(mt, e >> 1);
-                        if (col >= Sk || (causal && col > row))
-                            x = -INFINITY;
-                    }
-                    s[mt][n][e] = x;
-                }
-
-        /* online softmax: rows g and g + 8 of each m-tile, spread over the lane's quad */
-        uint32_t pf[MT][kBc / 16][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-#pragma unroll
-            for (int hr = 0; hr < 2; hr++) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int n = 0; n < NT; n++)
-                    mx = fmaxf(mx, fmaxf(s[mt][n][2 * hr], s[mt][n][2 * hr + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float mn = fmaxf(m[mt][hr], mx), mu = mn == -INFINITY ? 0.0f : mn;
-                const float alpha = fast_exp2(m[mt][hr] - mu);
-                m[mt][hr] = mn;
-                float sum = 0.0f;
-#pragma unroll
-                for (int n = 0; n < NT; n++) {
-                    float p0 = fast_exp2(s[mt][n][2 * hr] - mu), p1 = fast_exp2(s[mt][n][2 * hr + 1] - mu);
-                    s[mt][n][2 * hr] = p0;
-                    s[mt][n][2 * hr + 1] = p1;
-                    sum += p0 + p1;
-                }
-                l[mt][hr] = l[mt][hr] * alpha + sum; /* the lane's part; the quad's sum at the end */
-#pragma unroll
-                for (int n = 0; n < DT; n++) {
-                    acc[mt][n][2 * hr] *= alpha;
-                    acc[mt][n][2 * hr + 1] *= alpha;
-                }
+            for (int n = 0; n < NT; n++) {
+                float p0 = fast_exp2(s[n][2 * hr] - mu), p1 = fast_exp2(s[n][2 * hr + 1] - mu);
+                s[n][2 * hr] = p0;
+                s[n][2 * hr + 1] = p1;
+                sum += p0 + p1;
             }
-            /* the accumulator layout of n-tiles 2kk, 2kk + 1 is the operand layout of k-chunk kk */
+            l[hr] = l[hr] * alpha + sum; /* the lane's part; the quad's sum at the end */
 #pragma unroll
-            for (int kk = 0; kk < kBc / 16; kk++) {
-                pf[mt][kk][0] = lanes<T>::pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                pf[mt][kk][1] = lanes<T>::pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                pf[mt][kk][2] = lanes<T>::pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                pf[mt][kk][3] = lanes<T>::pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+            for (int n = 0; n < DT; n++) {
+                acc[n][2 * hr] *= alpha;
+                acc[n][2 * hr + 1] *= alpha;
             }
+        }
+        /* the accumulator layout of n-tiles 2kk, 2kk + 1 is the operand layout of k-chunk kk */
+        uint32_t pf[BC / 16][4];
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            pf[kk][0] = lanes<T>::pack2(s[2 * kk][0], s[2 * kk][1]);
+            pf[kk][1] = lanes<T>::pack2(s[2 * kk][2], s[2 * kk][3]);
+            pf[kk][2] = lanes<T>::pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            pf[kk][3] = lanes<T>::pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
         }
 
         cp_wait_all(); /* v is in; every warp is done with k */
@@ -279,34 +255,26 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
             wg_proxy_fence();
         __syncthreads();
         if (jt + 1 < ntiles) {
-            load_tile<T, D, kBc>(sK, kb, sk.s, j0 + kBc, Sk); /* under p v */
+            load_tile<T, D, BC>(sK, kb, sk.s, j0 + BC, Sk); /* under p v */
             cp_commit();
         }
         if constexpr (kWgmma) {
             wg_fence();
 #pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int kk = 0; kk < kBc / 16; kk++)
-                    wgmma<T, D>::rs(flat<4 * DT>(acc[mt]), pf[mt][kk],
-                                    wg_desc(sV + swz<D, kBc>(kk * 16, 0), kBc * 128, 1024));
+            for (int kk = 0; kk < BC / 16; kk++)
+                wgmma<T, D>::rs(flat<4 * DT>(acc), pf[kk], wg_desc(sV + swz<D, BC>(kk * 16, 0), BC * 128, 1024));
             wg_commit();
             wg_wait();
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-                wg_hold(flat<4 * DT>(acc[mt]));
+            wg_hold(flat<4 * DT>(acc));
         } else {
 #pragma unroll
-            for (int kk = 0; kk < kBc / 16; kk++)
+            for (int kk = 0; kk < BC / 16; kk++)
 #pragma unroll
                 for (int dp = 0; dp < D / 16; dp++) {
                     uint32_t bv[4];
-                    ldsm4_t(bv, smem(sV + swz<D, kBc>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4))));
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mma16816<T>(acc[mt][2 * dp], pf[mt][kk], bv[0], bv[1]);
-                        mma16816<T>(acc[mt][2 * dp + 1], pf[mt][kk], bv[2], bv[3]);
-                    }
+                    ldsm4_t(bv, smem(sV + swz<D, BC>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4))));
+                    mma16816<T>(acc[2 * dp], pf[kk], bv[0], bv[1]);
+                    mma16816<T>(acc[2 * dp + 1], pf[kk], bv[2], bv[3]);
                 }
         }
         cp_wait_all(); /* the next k is in; every warp is done with v */
@@ -317,23 +285,20 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 
     /* o = acc / l, through the warp's own rows of the q tile, out in 16-byte rows */
 #pragma unroll
-    for (int mt = 0; mt < MT; mt++)
+    for (int hr = 0; hr < 2; hr++) {
+        float sum = l[hr];
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            float sum = l[mt][hr];
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-            const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-            const int row = row_of(mt, hr);
-#pragma unroll
-            for (int n = 0; n < DT; n++)
-                *reinterpret_cast<uint32_t *>(sQ + swz<D, BR>(row, n) + 2 * t) =
-                    lanes<T>::pack2(acc[mt][n][2 * hr] * inv, acc[mt][n][2 * hr + 1] * inv);
-        }
+        for (int n = 0; n < DT; n++)
+            *reinterpret_cast<uint32_t *>(sQ + swz<D, BR>(r0 + g + hr * 8, n) + 2 * t) =
+                lanes<T>::pack2(acc[n][2 * hr] * inv, acc[n][2 * hr + 1] * inv);
+    }
     __syncwarp();
 #pragma unroll
-    for (int i = lane; i < 16 * MT * DT; i += 32) {
-        const int mt = i / (16 * DT), r = i / DT % 16, c = i % DT, row = row_of(mt, 0) - g + r, qo = q0 + row;
+    for (int i = lane; i < 16 * DT; i += 32) {
+        const int row = r0 + i / DT, c = i % DT, qo = q0 + row;
         if (qo < S)
             *reinterpret_cast<uint4 *>(ob + (long long)qo * so.s + c * 8) =
                 *reinterpret_cast<const uint4 *>(sQ + swz<D, BR>(row, c));
@@ -403,23 +368,21 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         int causal
 #define TK_SDPA_STRIDES {qb, qh, qs}, {kb, kh, ks}, {vb, vh, vs}, {ob, oh, os}
 
-#define TK_SDPA_FLASH(name, T, D, MT)                                                                       \
-    TK_KERNEL void __launch_bounds__(kThreads) name(TK_SDPA_ARGS(T))                                        \
+#define TK_SDPA_FLASH(sfx, T, D)                                                                            \
+    TK_KERNEL void __launch_bounds__(kThreads) tk_sdpa_flash_##sfx##_d##D(TK_SDPA_ARGS(T))                  \
     {                                                                                                       \
-        sdpa_flash<T, D, MT>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                         \
+        sdpa_flash<T, D>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                             \
     }
 #define TK_SDPA_ROWS(sfx, T)                                                                                \
-    TK_KERNEL void __launch_bounds__(128) tk_sdpa_rows_##sfx(TK_SDPA_ARGS(T), int D)                      \
+    TK_KERNEL void __launch_bounds__(kThreads) tk_sdpa_rows_##sfx(TK_SDPA_ARGS(T), int D)                   \
     {                                                                                                       \
         sdpa_rows<T>(q, k, v, o, H, S, Sk, D, TK_SDPA_STRIDES, scale, causal);                              \
     }
 
-TK_SDPA_FLASH(tk_sdpa_flash_f16_d64, __half, 64, 1)
-TK_SDPA_FLASH(tk_sdpa_flash_f16_d64_m2, __half, 64, 2)
-TK_SDPA_FLASH(tk_sdpa_flash_f16_d128, __half, 128, 1)
-TK_SDPA_FLASH(tk_sdpa_flash_bf16_d64, __nv_bfloat16, 64, 1)
-TK_SDPA_FLASH(tk_sdpa_flash_bf16_d64_m2, __nv_bfloat16, 64, 2)
-TK_SDPA_FLASH(tk_sdpa_flash_bf16_d128, __nv_bfloat16, 128, 1)
+TK_SDPA_FLASH(f16, __half, 64)
+TK_SDPA_FLASH(f16, __half, 128)
+TK_SDPA_FLASH(bf16, __nv_bfloat16, 64)
+TK_SDPA_FLASH(bf16, __nv_bfloat16, 128)
 TK_SDPA_ROWS(f32, float)
 TK_SDPA_ROWS(f16, __half)
 TK_SDPA_ROWS(bf16, __nv_bfloat16)

@@ -4,8 +4,7 @@
  * heads n: q [B, S, n*D], k and v [B, Sk, n*D] (what a linear makes: no transpose), out like q.
  * scale 0 is 1/sqrt(D); causal masks key j > query i (PyTorch's is_causal, top-left aligned).
  * On a GPU the flash kernel of attention.cu for f16/bf16 with D 64 or 128 on 16-byte aligned
- * rows (128 query rows a block for D 64 when that still gives 2 blocks an SM of an H100, 64
- * otherwise), the row kernel otherwise (D up to 256); attention_ref.c on the CPU. */
+ * rows (64 queries a block), the row kernel otherwise (D up to 256); attention_ref.c on the CPU. */
 #include <math.h>
 #include <stdio.h>
 #include <stdint.h>
@@ -16,10 +15,8 @@
 #include "ref.h"
 
 TK_KERNEL_DECL(tk_sdpa_flash_f16_d64);
-TK_KERNEL_DECL(tk_sdpa_flash_f16_d64_m2);
 TK_KERNEL_DECL(tk_sdpa_flash_f16_d128);
 TK_KERNEL_DECL(tk_sdpa_flash_bf16_d64);
-TK_KERNEL_DECL(tk_sdpa_flash_bf16_d64_m2);
 TK_KERNEL_DECL(tk_sdpa_flash_bf16_d128);
 TK_KERNEL_DECL(tk_sdpa_rows_f32);
 TK_KERNEL_DECL(tk_sdpa_rows_f16);
@@ -154,13 +151,9 @@ TK_OP(tk_sdpa_op, "tk::sdpa", "(Tensor q, Tensor k, Tensor v, bool causal=False,
     int H = (int)g.H, S = (int)g.S, Sk = (int)g.Sk, causal = g.causal;
     float scale = (float)g.scale;
     if (flash) {
-        /* 128 rows a block halves the k and v reads; it pays where blocks still fill the GPU */
-        int m2 = D == 64 && g.B * g.H * tk_cdiv(S, 128) >= 264;
-        const tk_kernel *kern = dt == TK_F16 ? (D == 128 ? tk_sdpa_flash_f16_d128 : m2 ? tk_sdpa_flash_f16_d64_m2
-                                                                                      : tk_sdpa_flash_f16_d64)
-                                             : (D == 128 ? tk_sdpa_flash_bf16_d128 : m2 ? tk_sdpa_flash_bf16_d64_m2
-                                                                                       : tk_sdpa_flash_bf16_d64);
-        tk_dim3 grid = {(unsigned)tk_cdiv(S, m2 ? 128 : 64), (unsigned)(g.B * g.H), 1};
+        const tk_kernel *kern = dt == TK_F16 ? (D == 64 ? tk_sdpa_flash_f16_d64 : tk_sdpa_flash_f16_d128)
+                                             : (D == 64 ? tk_sdpa_flash_bf16_d64 : tk_sdpa_flash_bf16_d128);
+        tk_dim3 grid = {(unsigned)tk_cdiv(S, 64), (unsigned)(g.B * g.H), 1};
         return tk_wrap(ctx, kern, grid, TK_DIM3(128), in[0], in[1], in[2], out[0], H, S, Sk, s[0], s[1], s[2], s[3],
                        s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], scale, causal);
     }

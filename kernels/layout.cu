@@ -60,18 +60,43 @@ __device__ __forceinline__ void copy2d(const U *__restrict__ x, U *__restrict__ 
     }
 }
 
+/* Bytes b .. b + 15 of the 32 bytes lo:hi (b < 16), by funnel shifts of whole words. */
+__device__ __forceinline__ uint4 bytes_at(uint4 lo, uint4 hi, int b)
+{
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    const int q = b >> 2;
+    const unsigned sh = (unsigned)(b & 3) * 8;
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) { /* static indices: q picks among registers, no local memory */
+        uint32_t a = q == 0 ? w[i] : q == 1 ? w[i + 1] : q == 2 ? w[i + 2] : w[i + 3];
+        uint32_t c = q == 0 ? w[i + 1] : q == 1 ? w[i + 2] : q == 2 ? w[i + 3] : w[i + 4];
+        o[i] = __funnelshift_r(a, c, sh);
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 /* copy2d into a dense y (pitch width, from its start) that is 16-byte aligned, from any x: each
- * thread gathers the elements of one 16-byte vector of y (they may straddle rows) and stores it
- * whole; one division a vector rather than one an element. narrow's case when its rows are not
- * whole vectors (the 50257 columns of GPT-2's logits cut from 50304). */
+ * thread writes one 16-byte vector of y. Where the vector's elements lie in one row of x and x is
+ * aligned, they are cut from the two aligned vectors of x around them (bytes_at); else (a vector
+ * across rows, x unaligned) gathered one by one. One division a vector. narrow's case when its
+ * rows are not whole vectors (the 50257 columns of GPT-2's logits cut from 50304). */
 template <typename E>
 __device__ __forceinline__ void copy2d_dense(const E *__restrict__ x, E *__restrict__ y, long long n, long long width,
                                              long long sp, long long so)
 {
     constexpr int VE = 16 / sizeof(E);
     const long long nth = (long long)gridDim.x * blockDim.x;
+    const bool xa = ((uintptr_t)x & 15u) == 0;
     for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t * VE < n; t += nth) {
         long long f = t * VE, r = f / width, c = f - r * width;
+        if (xa && f + VE <= n && c + VE <= width) {
+            long long si = so + r * sp + c, a = si & ~(long long)(VE - 1);
+            const uint4 *pa = reinterpret_cast<const uint4 *>(x + a);
+            uint4 lo = __ldg(pa), hi = si == a ? lo : __ldg(pa + 1);
+            *reinterpret_cast<uint4 *>(y + f) = bytes_at(lo, hi, (int)(si - a) * (int)sizeof(E));
+            continue;
+        }
         E v[VE];
 #pragma unroll
         for (int e = 0; e < VE; e++) {

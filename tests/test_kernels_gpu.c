@@ -741,7 +741,7 @@ static void gpu__sdpa_matches_the_reference(void **state)
             check_sdpa(f, dt, 2, 4, 50, 50, 64, causal, 1);     /* heads side by side */
             check_sdpa(f, dt, 1, 2, 33, 100, 64, causal, 0);    /* more keys than queries */
             check_sdpa(f, dt, 1, 2, 100, 33, 128, causal, 0);   /* fewer keys than queries */
-            check_sdpa(f, dt, 1, 88, 257, 257, 64, causal, 0);  /* 128 rows a block (264 blocks), a 1-row tail */
+            check_sdpa(f, dt, 1, 88, 257, 257, 64, causal, 0);  /* 5 blocks of 64 queries, the last of 1 */
             check_sdpa(f, dt, 1, 2, 40, 40, 32, causal, 0);     /* D 32: the row kernel */
             check_sdpa(f, dt, 1, 1, 1, 1, 64, causal, 0);       /* one query, one key */
         }
