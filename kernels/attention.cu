@@ -5,15 +5,16 @@
  *
  * tk_sdpa_flash_<dtype>_d<D> (f16, bf16; D 64 or 128; sm_80 and later): the
  * FlashAttention-2 form on tensor cores with float accumulators. A block of 4 warps takes 64 query
- * rows of one (batch, head) and walks the keys in tiles of 64. Per tile:
+ * rows of one (batch, head) and walks the keys in tiles (64 keys for D 64, 32 for D 128). Per tile:
  * s = q k^T in registers; the online softmax (each row's running max and sum, the output
- * accumulators rescaled as the max grows; exponentials in base 2 with the scale folded in); p
- * rounded to 16 bits straight from the score accumulators into the operand layout (no trip
- * through shared memory); o += p v. k and v tiles come in with cp.async, the next k tile while
- * p v runs and the v tile while q k^T runs, into tiles whose 16-byte chunks are swizzled
- * (chunk ^ row % 8, blocks of 64 columns). Causal blocks stop at the diagonal and mask only the
- * tiles that cross it; the longest blocks start first. Shared memory: 48 KiB for D 128, 24 KiB
- * for D 64. Two forms of the products, chosen when the cubin is compiled:
+ * accumulators rescaled as the max grows; exponentials in base 2, the scale folded into an
+ * fma); p rounded to 16 bits straight from the score accumulators into the operand layout (no
+ * trip through shared memory); o += p v. k and v come in with cp.async, double-buffered: the next
+ * tile's while this one is computed, into tiles whose 16-byte chunks are swizzled (chunk ^ row %
+ * 8, blocks of 64 columns). Causal blocks stop at the diagonal and mask only the tiles that cross
+ * it; the longest blocks start first. Shared memory: 48 KiB for D 128, 40 KiB for D 64 (the
+ * static limit without opting in: hence the 32-key tiles of D 128). Two forms of the products,
+ * chosen when the cubin is compiled:
  *   - sm_90a (H100, H200): wgmma, the 4 warps as one warpgroup, q and k (and v, transposed by the
  *     instruction) read by the tensor cores straight from the swizzled tiles, p from registers;
  *   - otherwise mma.sync m16n8k16, operands read with ldmatrix (.trans for v).
@@ -30,7 +31,7 @@
 
 namespace {
 
-constexpr int kThreads = 128, BR = 64, BC = 64; /* a block: 4 warps, 64 queries, tiles of 64 keys */
+constexpr int kThreads = 128, BR = 64; /* a block: 4 warps, 64 queries */
 constexpr float kLog2e = 1.4426950408889634f;
 
 /* strides in elements: batch, head, seq */
@@ -46,6 +47,7 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, bool v
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
 }
 __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_newest_pending() { asm volatile("cp.async.wait_group 1;\n" ::: "memory"); }
 __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 /* four 8x8 matrices of 16-bit values; lanes 8i..8i+7 name the rows of matrix i */
@@ -66,14 +68,16 @@ __device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_grou
 template <typename T>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
 template <>
-[[maybe_unused]] __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+[[maybe_unused]] __device__ __forceinline__ void mma16816<__nv_bfloat16>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                                         uint32_t b1)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 template <>
-[[maybe_unused]] __device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+[[maybe_unused]] __device__ __forceinline__ void mma16816<__half>(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                                  uint32_t b1)
 {
     asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -97,17 +101,23 @@ __device__ __forceinline__ int swz(int row, int chunk)
     return (chunk >> 3) * ROWS * 64 + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
 }
 
-/* rows j0 .. j0 + ROWS - 1 of src (row pitch stride) into a swizzled tile, zeros from row n on */
+/* rows j0 .. j0 + ROWS - 1 of src (row pitch stride) into a swizzled tile, zeros from row n on.
+ * A thread copies chunk c of rows r, r + STEP, ...: one address computed, then constant steps in
+ * both memories (STEP a multiple of 8 rows keeps the swizzle of its chunk). */
 template <typename T, int D, int ROWS>
 __device__ __forceinline__ void load_tile(T *dst, const T *src, long long stride, int j0, int n)
 {
-    constexpr int CPR = D / 8;
-    static_assert(ROWS * CPR % kThreads == 0, "tile not a whole number of chunks a thread");
+    constexpr int CPR = D / 8, STEP = kThreads / CPR;
+    static_assert(kThreads % CPR == 0 && ROWS % STEP == 0 && STEP % 8 == 0, "a thread's chunks not 8 rows apart");
+    const int r = threadIdx.x / CPR, c = threadIdx.x % CPR;
+    const T *g = src + (long long)(j0 + r) * stride + c * 8;
+    const long long gstep = (long long)STEP * stride;
+    const uint32_t s0 = smem(dst + swz<D, ROWS>(r, c));
+    const bool whole = j0 + ROWS <= n;
 #pragma unroll
-    for (int it = 0; it < ROWS * CPR / kThreads; it++) {
-        int i = threadIdx.x + it * kThreads, r = i / CPR, c = i % CPR;
-        bool ok = j0 + r < n;
-        cp_async16(smem(dst + swz<D, ROWS>(r, c)), ok ? src + (long long)(j0 + r) * stride + c * 8 : src, ok);
+    for (int it = 0; it < ROWS / STEP; it++) {
+        bool ok = whole || j0 + r + it * STEP < n;
+        cp_async16(s0 + it * (STEP * 64 * (uint32_t)sizeof(T)), ok ? g + it * gstep : src, ok);
     }
 }
 
@@ -124,7 +134,7 @@ __device__ __forceinline__ float (&flat(float (&a)[N / 4][4]))[N]
     return *reinterpret_cast<float(*)[N]>(&a[0][0]);
 }
 
-template <typename T, int D>
+template <typename T, int D, int BC>
 __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
                                            T *__restrict__ o, int H, int S, int Sk, strides sq, strides sk, strides sv,
                                            strides so, float scale, int causal)
@@ -134,8 +144,8 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 #else
     constexpr int NT = BC / 8, DT = D / 8; /* score and output n-tiles (8 columns) */
     __shared__ __align__(1024) T sQ[BR * D];
-    __shared__ __align__(1024) T sK[BC * D];
-    __shared__ __align__(1024) T sV[BC * D];
+    __shared__ __align__(1024) T sK[2][BC * D]; /* two tiles of each: one read, the next coming in */
+    __shared__ __align__(1024) T sV[2][BC * D];
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
@@ -148,14 +158,16 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
         kend = q0 + BR;
     const int ntiles = (kend + BC - 1) / BC;
 
+    /* cp.async groups, one a tile, committed even when empty so that "all but the newest" is
+     * always the tile about to be read: q with k and v of tile 0, then k and v of tile 1 */
     load_tile<T, D, BR>(sQ, qb, sq.s, q0, S);
-    if (ntiles > 0)
-        load_tile<T, D, BC>(sK, kb, sk.s, 0, Sk);
-    cp_commit();
-    cp_wait_all();
-    if (kWgmma)
-        wg_proxy_fence();
-    __syncthreads();
+    for (int jt = 0; jt < 2; jt++) {
+        if (jt < ntiles) {
+            load_tile<T, D, BC>(sK[jt], kb, sk.s, jt * BC, Sk);
+            load_tile<T, D, BC>(sV[jt], vb, sv.s, jt * BC, Sk);
+        }
+        cp_commit();
+    }
 
     /* each warp has 16 of the block's rows; a lane has rows g and g + 8 of them (half hr) */
     const int r0 = warp * 16;
@@ -167,8 +179,11 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 
     for (int jt = 0; jt < ntiles; jt++) {
         const int j0 = jt * BC;
-        load_tile<T, D, BC>(sV, vb, sv.s, j0, Sk); /* under q k^T */
-        cp_commit();
+        const T *tK = sK[jt & 1], *tV = sV[jt & 1];
+        cp_wait_newest_pending(); /* this tile is in */
+        if (kWgmma)
+            wg_proxy_fence();
+        __syncthreads();
 
         float s[NT][4];
         if constexpr (kWgmma) {
@@ -176,7 +191,7 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
                 wgmma<T, BC>::ss(flat<4 * NT>(s), wg_desc(sQ + swz<D, BR>(0, 2 * kk), 16, 1024),
-                                 wg_desc(sK + swz<D, BC>(0, 2 * kk), 16, 1024), kk > 0);
+                                 wg_desc(tK + swz<D, BC>(0, 2 * kk), 16, 1024), kk > 0);
             wg_commit();
             wg_wait();
             wg_hold(flat<4 * NT>(s));
@@ -191,29 +206,28 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 #pragma unroll
                 for (int np = 0; np < NT / 2; np++) {
                     uint32_t bk[4];
-                    ldsm4(bk, smem(sK + swz<D, BC>(np * 16 + (lane & 7) + ((lane >> 4) << 3), 2 * kk + ((lane >> 3) & 1))));
+                    const int key = np * 16 + (lane & 7) + ((lane >> 4) << 3);
+                    ldsm4(bk, smem(tK + swz<D, BC>(key, 2 * kk + ((lane >> 3) & 1))));
                     mma16816<T>(s[2 * np], qf, bk[0], bk[1]);
                     mma16816<T>(s[2 * np + 1], qf, bk[2], bk[3]);
                 }
             }
         }
 
-        /* base-2 scores; -inf past the keys and (causal) above the diagonal */
-        const bool mask = j0 + BC > Sk || (causal && j0 + BC - 1 > q0 + r0);
+        /* -inf past the keys and (causal) above the diagonal; only tiles at those edges look */
+        if (j0 + BC > Sk || (causal && j0 + BC - 1 > q0 + r0)) {
 #pragma unroll
-        for (int n = 0; n < NT; n++)
+            for (int n = 0; n < NT; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float x = s[n][e] * sl2;
-                if (mask) {
+                for (int e = 0; e < 4; e++) {
                     int col = j0 + n * 8 + 2 * t + (e & 1), row = q0 + r0 + g + (e >> 1) * 8;
                     if (col >= Sk || (causal && col > row))
-                        x = -INFINITY;
+                        s[n][e] = -INFINITY;
                 }
-                s[n][e] = x;
-            }
+        }
 
-        /* online softmax, each row spread over the lane's quad */
+        /* online softmax, each row spread over the lane's quad; maxima of the raw scores, the
+         * scale folded into one fma with the exponent's base 2 */
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             float mx = -INFINITY;
@@ -222,13 +236,13 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
                 mx = fmaxf(mx, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mn = fmaxf(m[hr], mx), mu = mn == -INFINITY ? 0.0f : mn;
-            const float alpha = fast_exp2(m[hr] - mu);
+            const float mn = fmaxf(m[hr], mx), mu = mn == -INFINITY ? 0.0f : mn * sl2;
+            const float alpha = fast_exp2(m[hr] * sl2 - mu);
             m[hr] = mn;
             float sum = 0.0f;
 #pragma unroll
             for (int n = 0; n < NT; n++) {
-                float p0 = fast_exp2(s[n][2 * hr] - mu), p1 = fast_exp2(s[n][2 * hr + 1] - mu);
+                float p0 = fast_exp2(fmaf(s[n][2 * hr], sl2, -mu)), p1 = fast_exp2(fmaf(s[n][2 * hr + 1], sl2, -mu));
                 s[n][2 * hr] = p0;
                 s[n][2 * hr + 1] = p1;
                 sum += p0 + p1;
@@ -250,19 +264,11 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
             pf[kk][3] = lanes<T>::pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
         }
 
-        cp_wait_all(); /* v is in; every warp is done with k */
-        if (kWgmma)
-            wg_proxy_fence();
-        __syncthreads();
-        if (jt + 1 < ntiles) {
-            load_tile<T, D, BC>(sK, kb, sk.s, j0 + BC, Sk); /* under p v */
-            cp_commit();
-        }
         if constexpr (kWgmma) {
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
-                wgmma<T, D>::rs(flat<4 * DT>(acc), pf[kk], wg_desc(sV + swz<D, BC>(kk * 16, 0), BC * 128, 1024));
+                wgmma<T, D>::rs(flat<4 * DT>(acc), pf[kk], wg_desc(tV + swz<D, BC>(kk * 16, 0), BC * 128, 1024));
             wg_commit();
             wg_wait();
             wg_hold(flat<4 * DT>(acc));
@@ -272,18 +278,24 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 #pragma unroll
                 for (int dp = 0; dp < D / 16; dp++) {
                     uint32_t bv[4];
-                    ldsm4_t(bv, smem(sV + swz<D, BC>(kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3), 2 * dp + (lane >> 4))));
+                    const int key = kk * 16 + (lane & 7) + (((lane >> 3) & 1) << 3);
+                    ldsm4_t(bv, smem(tV + swz<D, BC>(key, 2 * dp + (lane >> 4))));
                     mma16816<T>(acc[2 * dp], pf[kk], bv[0], bv[1]);
                     mma16816<T>(acc[2 * dp + 1], pf[kk], bv[2], bv[3]);
                 }
         }
-        cp_wait_all(); /* the next k is in; every warp is done with v */
-        if (kWgmma)
-            wg_proxy_fence();
-        __syncthreads();
+        __syncthreads(); /* every warp is done with this tile's buffers: tile jt + 2 goes there */
+        if (jt + 2 < ntiles) {
+            load_tile<T, D, BC>(sK[jt & 1], kb, sk.s, j0 + 2 * BC, Sk);
+            load_tile<T, D, BC>(sV[jt & 1], vb, sv.s, j0 + 2 * BC, Sk);
+        }
+        cp_commit();
     }
 
-    /* o = acc / l, through the warp's own rows of the q tile, out in 16-byte rows */
+    /* o = acc / l, through the warp's own rows of the q tile, out in 16-byte rows (q may still be
+     * coming in where there was no key: nothing pending may write there) */
+    cp_wait_all();
+    __syncthreads();
 #pragma unroll
     for (int hr = 0; hr < 2; hr++) {
         float sum = l[hr];
@@ -368,10 +380,10 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         int causal
 #define TK_SDPA_STRIDES {qb, qh, qs}, {kb, kh, ks}, {vb, vh, vs}, {ob, oh, os}
 
-#define TK_SDPA_FLASH(sfx, T, D)                                                                            \
+#define TK_SDPA_FLASH(sfx, T, D, BC)                                                                        \
     TK_KERNEL void __launch_bounds__(kThreads) tk_sdpa_flash_##sfx##_d##D(TK_SDPA_ARGS(T))                  \
     {                                                                                                       \
-        sdpa_flash<T, D>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                             \
+        sdpa_flash<T, D, BC>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                         \
     }
 #define TK_SDPA_ROWS(sfx, T)                                                                                \
     TK_KERNEL void __launch_bounds__(kThreads) tk_sdpa_rows_##sfx(TK_SDPA_ARGS(T), int D)                   \
@@ -379,10 +391,10 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         sdpa_rows<T>(q, k, v, o, H, S, Sk, D, TK_SDPA_STRIDES, scale, causal);                              \
     }
 
-TK_SDPA_FLASH(f16, __half, 64)
-TK_SDPA_FLASH(f16, __half, 128)
-TK_SDPA_FLASH(bf16, __nv_bfloat16, 64)
-TK_SDPA_FLASH(bf16, __nv_bfloat16, 128)
+TK_SDPA_FLASH(f16, __half, 64, 64) /* tiles of keys: two of each of k and v in 48 KiB with q */
+TK_SDPA_FLASH(f16, __half, 128, 32)
+TK_SDPA_FLASH(bf16, __nv_bfloat16, 64, 64)
+TK_SDPA_FLASH(bf16, __nv_bfloat16, 128, 32)
 TK_SDPA_ROWS(f32, float)
 TK_SDPA_ROWS(f16, __half)
 TK_SDPA_ROWS(bf16, __nv_bfloat16)

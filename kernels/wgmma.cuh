@@ -1,6 +1,6 @@
 /* wgmma (Hopper's warpgroup tensor-core instructions, sm_90a) for the attention kernel: the
- * m64nNk16 forms with float accumulators that attention.cu uses, N 64 and 128, f16 and bf16, and
- * the shared-memory descriptors and fences around them. The operand lists are mechanical: d[4i + j]
+ * m64nNk16 forms with float accumulators that attention.cu uses (N 32, 64 and 128), f16 and
+ * bf16, and the shared-memory descriptors and fences around them. The operand lists are mechanical: d[4i + j]
  * of a lane is the same element as in mma.sync m16n8 (n-tile i, part j) for the warp's 16 rows of
  * the 64. Only compiled where __CUDA_ARCH_FEAT_SM90_ALL is defined (-arch sm_90a). */
 #ifndef TK_KERNELS_WGMMA_CUH
@@ -35,6 +35,28 @@ __device__ __forceinline__ void wg_hold(float (&d)[N])
 }
 
 template <typename T, int N> struct wgmma;
+template <> struct wgmma<__nv_bfloat16, 32> {
+    /* d = a b, or d += a b where accumulate; a and b K-major in shared memory */
+    static __device__ __forceinline__ void ss(float (&d)[16], uint64_t a, uint64_t b, int accumulate)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "l"(a), "l"(b), "r"(accumulate));
+    }
+};
+template <> struct wgmma<__half, 32> {
+    /* d = a b, or d += a b where accumulate; a and b K-major in shared memory */
+    static __device__ __forceinline__ void ss(float (&d)[16], uint64_t a, uint64_t b, int accumulate)
+    {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+                     : "l"(a), "l"(b), "r"(accumulate));
+    }
+};
 template <> struct wgmma<__nv_bfloat16, 64> {
     /* d = a b, or d += a b where accumulate; a and b K-major in shared memory */
     static __device__ __forceinline__ void ss(float (&d)[32], uint64_t a, uint64_t b, int accumulate)
