@@ -12,7 +12,7 @@
  * trip through shared memory); o += p v. k and v come in with cp.async, double-buffered: the next
  * tile's while this one is computed, into tiles whose 16-byte chunks are swizzled (chunk ^ row %
  * 8, blocks of 64 columns). Causal blocks stop at the diagonal and mask only the tiles that cross
- * it; the longest blocks start first. Shared memory: 48 KiB for D 128, 40 KiB for D 64 (the
+ * it; the longest blocks (of every head) start first. Shared memory: 48 KiB for D 128, 40 KiB for D 64 (the
  * static limit without opting in: hence the 32-key tiles of D 128). Two forms of the products,
  * chosen when the cubin is compiled:
  *   - sm_90a (H100, H200): wgmma, the 4 warps as one warpgroup, q and k (and v, transposed by the
@@ -148,8 +148,11 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
     __shared__ __align__(1024) T sV[2][BC * D];
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
-    const int q0 = (causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * BR; /* causal: longest first */
+    /* Blocks start in x order. Causal: grid (B H, query blocks), so that the longest blocks (the
+     * last queries) of every head start first and the short ones fill in at the end. Otherwise
+     * (query blocks, B H): a head's blocks run together and share its k and v in L2. */
+    const int bh = causal ? blockIdx.x : blockIdx.y, b = bh / H, h = bh % H;
+    const int q0 = (causal ? gridDim.y - 1 - blockIdx.y : blockIdx.x) * BR;
     const T *qb = q + b * sq.b + h * sq.h, *kb = k + b * sk.b + h * sk.h, *vb = v + b * sv.b + h * sv.h;
     T *ob = o + b * so.b + h * so.h;
 

@@ -120,9 +120,10 @@ struct row {
         }
     }
 
-    /* y[i] = g(i, x[i]) for each of this thread's elements, stored as vectors in vector mode */
-    template <typename G>
-    __device__ __forceinline__ void write(T *y, G g) const
+    /* y[i] = g(i, x[i]) for each of this thread's elements; in vector mode gv(k, t) maps vector k
+     * (t: its n values) in place and it is stored whole */
+    template <typename G, typename GV>
+    __device__ __forceinline__ void write(T *y, G g, GV gv) const
     {
         uint4 *yv = reinterpret_cast<uint4 *>(y);
         if (cached) { /* unrolled: v is indexed by constants only, so it stays in registers */
@@ -135,7 +136,8 @@ struct row {
                     float t[n];
 #pragma unroll
                     for (int j = 0; j < n; j++)
-                        t[j] = g(i * n + j, v[k * n + j]);
+                        t[j] = v[k * n + j];
+                    gv(i, t);
                     yv[i] = L::pack(t);
                 } else {
                     L::store1(y + i, g(i, v[k]));
@@ -146,9 +148,7 @@ struct row {
             for (long long i = threadIdx.x; i < nvec; i += blockDim.x) {
                 float t[n];
                 L::unpack(__ldg(xv + i), t);
-#pragma unroll
-                for (int j = 0; j < n; j++)
-                    t[j] = g(i * n + j, t[j]);
+                gv(i, t);
                 yv[i] = L::pack(t);
             }
         } else {
@@ -157,6 +157,30 @@ struct row {
         }
     }
 };
+
+/* gv for write() from an element-wise g */
+template <typename T, typename G>
+__device__ __forceinline__ auto by_element(G g)
+{
+    return [=](long long k, float (&t)[lanes<T>::n]) {
+#pragma unroll
+        for (int j = 0; j < lanes<T>::n; j++)
+            t[j] = g(k * lanes<T>::n + j, t[j]);
+    };
+}
+
+/* vector k of p (16-byte aligned) as float lanes, or ones where p is null */
+template <typename T>
+__device__ __forceinline__ void load_vec(const T *p, long long k, float (&t)[lanes<T>::n], float dflt)
+{
+    if (p) {
+        lanes<T>::unpack(__ldg(reinterpret_cast<const uint4 *>(p) + k), t);
+    } else {
+#pragma unroll
+        for (int j = 0; j < lanes<T>::n; j++)
+            t[j] = dflt;
+    }
+}
 
 template <typename T>
 __device__ void softmax(const T *__restrict__ x, T *__restrict__ y, long long rows, long long cols)
@@ -173,7 +197,8 @@ __device__ void softmax(const T *__restrict__ x, T *__restrict__ y, long long ro
         xr.each([&](float v) { s += __expf(v - m); });
         s = block_reduce<false>(s, red);
         const float inv = 1.0f / s;
-        xr.write(yr, [&](long long, float v) { return __expf(v - m) * inv; });
+        auto g = [&](long long, float v) { return __expf(v - m) * inv; };
+        xr.write(yr, g, by_element<T>(g));
     }
 }
 
@@ -184,6 +209,7 @@ __device__ void layer_norm(const T *__restrict__ x, const T *__restrict__ w, con
 {
     __shared__ float red[32];
     const float inv_n = 1.0f / (float)cols;
+    const bool wb_vec = (!w || aligned16(w)) && (!b || aligned16(b));
     for (long long r = blockIdx.x; r < rows; r += gridDim.x) {
         T *yr = y + r * cols;
         const row<T> xr(x + r * cols, yr, cols);
@@ -192,14 +218,26 @@ __device__ void layer_norm(const T *__restrict__ x, const T *__restrict__ w, con
         const float mean = block_reduce<false>(s, red) * inv_n;
         xr.each([&](float v) { q += (v - mean) * (v - mean); });
         const float rstd = rsqrtf(block_reduce<false>(q, red) * inv_n + eps);
-        xr.write(yr, [&](long long i, float v) {
+        auto g = [&](long long i, float v) {
             float o = (v - mean) * rstd;
             if (w)
                 o *= lanes<T>::load1(w + i);
             if (b)
                 o += lanes<T>::load1(b + i);
             return o;
-        });
+        };
+        if (wb_vec) { /* weight and bias read as vectors too */
+            xr.write(yr, g, [&](long long k, float (&t)[lanes<T>::n]) {
+                float wv[lanes<T>::n], bv[lanes<T>::n];
+                load_vec(w, k, wv, 1.0f);
+                load_vec(b, k, bv, 0.0f);
+#pragma unroll
+                for (int j = 0; j < lanes<T>::n; j++)
+                    t[j] = (t[j] - mean) * rstd * wv[j] + bv[j];
+            });
+        } else {
+            xr.write(yr, g, by_element<T>(g));
+        }
     }
 }
 
@@ -216,7 +254,18 @@ __device__ void rms_norm(const T *__restrict__ x, const T *__restrict__ w, T *__
         float q = 0.0f;
         xr.each([&](float v) { q += v * v; });
         const float rstd = rsqrtf(block_reduce<false>(q, red) * inv_n + eps);
-        xr.write(yr, [&](long long i, float v) { return w ? v * rstd * lanes<T>::load1(w + i) : v * rstd; });
+        auto g = [&](long long i, float v) { return w ? v * rstd * lanes<T>::load1(w + i) : v * rstd; };
+        if (!w || aligned16(w)) {
+            xr.write(yr, g, [&](long long k, float (&t)[lanes<T>::n]) {
+                float wv[lanes<T>::n];
+                load_vec(w, k, wv, 1.0f);
+#pragma unroll
+                for (int j = 0; j < lanes<T>::n; j++)
+                    t[j] = t[j] * rstd * wv[j];
+            });
+        } else {
+            xr.write(yr, g, by_element<T>(g));
+        }
     }
 }
 

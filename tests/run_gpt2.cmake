@@ -23,7 +23,7 @@ endfunction()
 step(0 DIR ${SOURCE_DIR} COMMAND ${TKEXPORT} export examples/gpt2 --program gpt2_tiny --weights ${WEIGHTS}
   -o ${WORK}/tiny.tkprog)
 step(0 COMMAND ${TKEXPORT} inspect ${WORK}/tiny.tkprog
-  STDOUT "tk::transpose\\(h\\.0\\.attn\\.c_attn\\.weight, dim0=0, dim1=1\\).*tk::sdpa\\([^\n]*causal=True, scale=0\\.0, heads=4\\)")
+  STDOUT "tk::transpose\\(h\\.0\\.attn\\.c_attn\\.weight, dim0=0, dim1=1\\).*tk::sdpa_qkv\\([^\n]*heads=4, causal=True, scale=0\\.0\\)")
 step(0 COMMAND ${TKEXPORT} compile ${WORK}/tiny.tkprog -o ${WORK}/tiny.tkpkg --no-sign)
 step(0 COMMAND ${TKEXPORT} run ${WORK}/tiny.tkpkg --device cpu --allow-unsigned --input ids=random:2x16
   --input pos=random:2x16 --profile

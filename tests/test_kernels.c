@@ -352,12 +352,13 @@ static void ref__sdpa_matches_hand_computed_attention(void **state)
         tk_tensor_free(free_list[i]);
 }
 
-/* heads side by side ([B, S, H*D], heads=H) gives what [B, H, S, D] gives for the same numbers */
+/* heads side by side ([B, S, H*D], heads=H) gives what [B, H, S, D] gives for the same numbers,
+ * and tk::sdpa_qkv on q, k, v packed in one [B, S, 3*H*D] what tk::sdpa gives on them apart */
 static void ref__sdpa_layouts_agree(void **state)
 {
     tk_ctx *ctx = *state;
     enum { B = 2, H = 3, S = 5, D = 4 };
-    float bhsd[3][B * H * S * D], bshd[3][B * H * S * D];
+    float bhsd[3][B * H * S * D], bshd[3][B * H * S * D], packed[B * S * 3 * H * D];
     for (int t = 0; t < 3; t++)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < H; h++)
@@ -366,8 +367,10 @@ static void ref__sdpa_layouts_agree(void **state)
                         float x = (float)(((t * 31 + b * 17 + h * 7 + i * 5 + d * 3) % 23) - 11) / 8.0f;
                         bhsd[t][((b * H + h) * S + i) * D + d] = x;
                         bshd[t][((b * S + i) * H + h) * D + d] = x;
+                        packed[(b * S + i) * 3 * H * D + t * H * D + h * D + d] = x;
                     }
-    const int64_t s4[4] = {B, H, S, D}, s3[3] = {B, S, H * D};
+    const int64_t s4[4] = {B, H, S, D}, s3[3] = {B, S, H * D}, sp[3] = {B, S, 3 * H * D};
+    tk_tensor *qkv = tensor_of(TK_F32, 3, sp, packed);
     for (int causal = 0; causal < 2; causal++) {
         tk_tensor *a[3], *b3[3];
         for (int t = 0; t < 3; t++) {
@@ -384,13 +387,25 @@ static void ref__sdpa_layouts_agree(void **state)
                     for (int d = 0; d < D; d++)
                         assert_near(value_at(y3, ((b * S + i) * H + h) * D + d), value_at(y4, ((b * H + h) * S + i) * D + d),
                                     1e-6, "sdpa heads layout", d);
+        tk_tensor *yp = tk_sdpa_qkv(ctx, qkv, H, causal);
+        assert_non_null(yp);
+        assert_int_equal(tk_tensor_rank(yp), 3);
+        assert_memory_equal(tk_tensor_shape(yp), s3, sizeof s3);
+        for (int64_t i = 0; i < B * S * H * D; i++)
+            assert_near(value_at(yp, i), value_at(y3, i), 0.0, "sdpa_qkv", i);
         for (int t = 0; t < 3; t++) {
             tk_tensor_free(a[t]);
             tk_tensor_free(b3[t]);
         }
         tk_tensor_free(y4);
         tk_tensor_free(y3);
+        tk_tensor_free(yp);
     }
+    assert_null(tk_sdpa_qkv(ctx, qkv, 0, 1));
+    assert_contains(tk_error_last(), "op 'tk::sdpa_qkv': heads is 0, expected the number of heads (> 0)");
+    assert_null(tk_sdpa_qkv(ctx, qkv, 5, 1)); /* 36 columns: not 3 * 5 * D */
+    assert_contains(tk_error_last(), "qkv's last dim must be a static multiple of 3*heads = 15");
+    tk_tensor_free(qkv);
 }
 
 /* rows picked by i32 and i64 ids of rank 2; an id out of range is refused, naming it */

@@ -730,6 +730,28 @@ static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S,
         tk_tensor_free(free_list[i]);
 }
 
+/* qkv [B, S, 3*H*D] packed: GPU tk::sdpa_qkv against the CPU's */
+static void check_sdpa_qkv(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S, int64_t D, int causal)
+{
+    int64_t shape[3] = {B, S, 3 * H * D};
+    tk_tensor *h = host(dt, 3, shape);
+    fill(h, -2.0f, 2.0f);
+    tk_tensor *d = upload(f, h);
+    tk_tensor *ref = tk_sdpa_qkv(f->cpu, h, (int)H, causal), *dy = tk_sdpa_qkv(f->gpu, d, (int)H, causal);
+    if (!ref || !dy)
+        fail_msg("tk::sdpa_qkv %s: %s", tk_dtype_name(dt), tk_error_last());
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_tensor *got = download(f, dy);
+    char what[160];
+    snprintf(what, sizeof what, "tk::sdpa_qkv %s B=%lld H=%lld S=%lld D=%lld%s", tk_dtype_name(dt), (long long)B,
+             (long long)H, (long long)S, (long long)D, causal ? " causal" : "");
+    double rtol = dt == TK_F32 ? 1e-4 : dt == TK_F16 ? 1e-2 : 3e-2, atol = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
+    assert_close(what, got, ref, rtol, atol);
+    tk_tensor *free_list[] = {h, d, ref, dy, got};
+    for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
+        tk_tensor_free(free_list[i]);
+}
+
 static void gpu__sdpa_matches_the_reference(void **state)
 {
     fixture *f = *state;
@@ -744,6 +766,9 @@ static void gpu__sdpa_matches_the_reference(void **state)
             check_sdpa(f, dt, 1, 88, 257, 257, 64, causal, 0);  /* 5 blocks of 64 queries, the last of 1 */
             check_sdpa(f, dt, 1, 2, 40, 40, 32, causal, 0);     /* D 32: the row kernel */
             check_sdpa(f, dt, 1, 1, 1, 1, 64, causal, 0);       /* one query, one key */
+            check_sdpa_qkv(f, dt, 2, 12, 77, 64, causal);        /* packed: GPT-2's heads, a partial tile */
+            check_sdpa_qkv(f, dt, 1, 2, 70, 128, causal);        /* packed, D 128 */
+            check_sdpa_qkv(f, dt, 1, 3, 40, 32, causal);         /* packed, the row kernel */
         }
     }
 }

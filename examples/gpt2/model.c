@@ -34,24 +34,16 @@ static tk_tensor *conv1d(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b)
     return y;
 }
 
-/* h + attention(ln_1(h)). c_attn's q, k and v parts are three linears on row blocks of its W^T
- * and bias: slices of parameters, folded with the weights, so that no activation is sliced. */
+/* h + attention(ln_1(h)): c_attn makes q, k and v side by side, which tk::sdpa_qkv reads where
+ * they lie (one GEMM of 3x the width, no slices copied) */
 static tk_tensor *attention(tk_ctx *ctx, tk_tensor *h, int l, int heads)
 {
-    int64_t width = tk_tensor_dim(h, 2);
     tk_tensor *a = tk_layer_norm(ctx, h, param(ctx, "h.%d.ln_1.weight", l), param(ctx, "h.%d.ln_1.bias", l), 1e-5);
-    tk_tensor *wt = tk_transpose(ctx, param(ctx, "h.%d.attn.c_attn.weight", l), 0, 1);
-    tk_tensor *b = param(ctx, "h.%d.attn.c_attn.bias", l), *qkv[3], *parts[6];
-    for (int i = 0; i < 3; i++) {
-        parts[2 * i] = tk_narrow(ctx, wt, 0, i * width, width);
-        parts[2 * i + 1] = tk_narrow(ctx, b, 0, i * width, width);
-        qkv[i] = tk_linear(ctx, a, parts[2 * i], parts[2 * i + 1]);
-    }
-    /* causal, scale 1/sqrt(head dim), heads side by side in the last dim: no transposes */
-    tk_tensor *o = tk_call(ctx, "tk::sdpa", qkv[0], qkv[1], qkv[2], true, 0.0, heads);
+    tk_tensor *qkv = conv1d(ctx, a, param(ctx, "h.%d.attn.c_attn.weight", l), param(ctx, "h.%d.attn.c_attn.bias", l));
+    tk_tensor *o = tk_sdpa_qkv(ctx, qkv, heads, true); /* causal, scale 1/sqrt(head dim) */
     tk_tensor *p = conv1d(ctx, o, param(ctx, "h.%d.attn.c_proj.weight", l), param(ctx, "h.%d.attn.c_proj.bias", l));
     tk_tensor *y = tk_add(ctx, h, p);
-    tk_tensor *tmp[] = {a, wt, qkv[0], qkv[1], qkv[2], parts[0], parts[1], parts[2], parts[3], parts[4], parts[5], o, p};
+    tk_tensor *tmp[] = {a, qkv, o, p};
     for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++)
         tk_tensor_free(tmp[i]);
     return y;

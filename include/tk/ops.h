@@ -59,6 +59,14 @@ tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
  * otherwise (D up to 256); softmax in float. */
 tk_tensor *tk_sdpa(tk_ctx *ctx, tk_tensor *q, tk_tensor *k, tk_tensor *v, int causal);
 
+/* tk::sdpa_qkv, tk::sdpa on q, k and v side by side in one tensor, as one linear of 3*n*D outputs
+ * makes them (flash-attn's qkvpacked form): (Tensor qkv, int heads, bool causal=False,
+ * float scale=0.0) -> Tensor. qkv [B, S, 3*n*D] (q, k, v in that order, each n heads of D side by
+ * side), out [B, S, n*D]; heads n > 0; the last dim static and a multiple of 3n. q, k and v are
+ * read where they lie in qkv, with its row pitch: no slices are copied. Otherwise as tk::sdpa
+ * with heads n (the same kernels). */
+tk_tensor *tk_sdpa_qkv(tk_ctx *ctx, tk_tensor *qkv, int heads, int causal);
+
 /* tk::embedding, (Tensor weight, Tensor indices) -> Tensor (aten::embedding; F.embedding(ids, w)):
  * weight [rows, D] (f32, f16, bf16), indices of any shape (i32, i64), out [*indices, D]. An index
  * outside [0, rows) is refused on the CPU; on a GPU it gives a row of zeros (no check without a
@@ -98,6 +106,7 @@ tk_tensor *tk_narrow(tk_ctx *ctx, tk_tensor *x, int dim, int64_t start, int64_t 
 #define tk_narrow(ctx, x, d, start, len) tk_call((ctx), "tk::narrow", (x), (int)(d), (int64_t)(start), (int64_t)(len))
 #define tk_embedding(ctx, w, ids) tk_call((ctx), "tk::embedding", (w), (ids))
 #define tk_sdpa(ctx, q, k, v, causal) tk_call((ctx), "tk::sdpa", (q), (k), (v), ((causal) != 0))
+#define tk_sdpa_qkv(ctx, qkv, heads, causal) tk_call((ctx), "tk::sdpa_qkv", (qkv), (int)(heads), ((causal) != 0))
 
 TK_API_END
 #ifdef __cplusplus
