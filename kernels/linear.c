@@ -288,6 +288,9 @@ typedef struct lt_problem {
     uint32_t align_a, align_b, align_c, align_d; /* weight, x, residual (y's when none), y */
     uint32_t epilogue;
     int gelu;                           /* the epilogue applies GELU (tanh) */
+    int matmul;                         /* tk::matmul's a b (see there), not x W^T */
+    int64_t batch;                      /* tk::matmul: products a call; its b shared by them (0) or not */
+    int shared_b;
     tk_lt_key key;                      /* kind PLAN_EXACT, m = M */
 } lt_problem;
 
@@ -298,10 +301,11 @@ static int get_desc(const tk_cublaslt_ref *lt, const lt_problem *pb, const void 
 {
     const tk_cublaslt *api = lt->api;
     tk_lt_ctx *local = lt->local;
-    int rc = 0, slot = (pb->dtype == TK_F32 ? 0 : pb->dtype == TK_F16 ? 1 : 2) * 4 + pb->gelu * 2 + (bias != NULL);
+    int dt = pb->dtype == TK_F32 ? 0 : pb->dtype == TK_F16 ? 1 : 2;
+    int rc = 0, slot = pb->matmul ? 12 + dt : dt * 4 + pb->gelu * 2 + (bias != NULL);
     cublasLtMatmulDesc_t desc = local->desc[slot];
     if (!desc) {
-        int32_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N, bias_type = (int32_t)pb->type;
+        int32_t trans_a = pb->matmul ? CUBLAS_OP_N : CUBLAS_OP_T, trans_b = CUBLAS_OP_N, bias_type = (int32_t)pb->type;
         uint32_t epilogue = pb->epilogue;
         LT_CHECK(api->MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
@@ -324,13 +328,28 @@ done:
     return rc;
 }
 
-/* The layouts of the product with m rows of x (see the mapping above). */
+/* The layouts of the product with m rows of x (see the mapping above; tk::matmul's below it):
+ * strided batches of them for tk::matmul over several products. */
 static int make_layouts(const tk_cublaslt *api, const lt_problem *pb, int64_t m, tk_lt_plan *p)
 {
     int rc = 0;
-    LT_CHECK(api->MatrixLayoutCreate(&p->a, pb->type, (uint64_t)pb->K, (uint64_t)pb->N, pb->K));
+    if (pb->matmul)
+        LT_CHECK(api->MatrixLayoutCreate(&p->a, pb->type, (uint64_t)pb->N, (uint64_t)pb->K, pb->N));
+    else
+        LT_CHECK(api->MatrixLayoutCreate(&p->a, pb->type, (uint64_t)pb->K, (uint64_t)pb->N, pb->K));
     LT_CHECK(api->MatrixLayoutCreate(&p->b, pb->type, (uint64_t)pb->K, (uint64_t)m, pb->K));
     LT_CHECK(api->MatrixLayoutCreate(&p->d, pb->type, (uint64_t)pb->N, (uint64_t)m, pb->N));
+    if (pb->batch > 1) {
+        int32_t count = (int32_t)pb->batch;
+        int64_t sa = pb->shared_b ? 0 : pb->K * pb->N, sb = m * pb->K, sd = m * pb->N;
+        cublasLtMatrixLayout_t l[3] = {p->a, p->b, p->d};
+        int64_t st[3] = {sa, sb, sd};
+        for (int i = 0; i < 3; i++) {
+            LT_CHECK(api->MatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count));
+            LT_CHECK(api->MatrixLayoutSetAttribute(l[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st[i],
+                                                   sizeof st[i]));
+        }
+    }
 done:
     return rc;
 }
@@ -457,6 +476,42 @@ done:
     return rc;
 }
 
+/* D = epilogue(alpha op(A) op(B) + beta C + bias) for the problem, with its plan from the cache
+ * (made and added on a miss), on stream. */
+static int lt_run(const tk_cublaslt_ref *lt, const lt_problem *pb, const void *bias, const void *a, const void *b,
+                  const void *c, void *d, float beta, cudaStream_t stream)
+{
+    const tk_cublaslt *api = lt->api;
+    tk_lt_entry *entry = NULL;
+    tk_lt_plan *plan = NULL, *uncached = NULL;
+    cublasLtMatmulDesc_t desc = NULL;
+    int rc;
+    if ((rc = get_desc(lt, pb, bias, &desc)))
+        goto done;
+    if ((entry = tk_lt_cache_get(lt->plans, &pb->key))) {
+        atomic_fetch_add_explicit(&lt->counters->plan_hits, 1, memory_order_relaxed);
+        plan = tk_lt_entry_value(entry);
+    } else {
+        atomic_fetch_add_explicit(&lt->counters->plan_misses, 1, memory_order_relaxed);
+        if ((rc = make_plan(lt, desc, pb, &plan)))
+            goto done;
+        if (tk_lt_cache_add(lt->plans, &pb->key, plan, &entry)) {
+            uncached = plan; /* no memory for the entry: this call uses the plan, then frees it */
+            tk_error_clear();
+        } else {
+            plan = tk_lt_entry_value(entry);
+        }
+    }
+    float alpha = 1.0f;
+    LT_CHECK(api->Matmul(lt->handle, desc, &alpha, a, plan->a, b, plan->b, &beta, c, plan->d, d, plan->d,
+                         &plan->heur.algo, plan->heur.workspaceSize ? lt->local->workspace : NULL,
+                         plan->heur.workspaceSize ? lt->local->workspace_size : 0, stream));
+done:
+    tk_lt_cache_release(lt->plans, entry);
+    tk_lt_plan_free(uncached, NULL);
+    return rc;
+}
+
 static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K,
                            int64_t N, const lt_extra *ex)
 {
@@ -464,10 +519,7 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     tk_cublaslt_ref lt;
     if ((rc = tk_cublaslt_get(ctx, &lt)))
         return rc;
-    const tk_cublaslt *api = lt.api;
     tk_tensor *bias_copy = NULL;
-    tk_lt_entry *entry = NULL;
-    tk_lt_plan *plan = NULL, *uncached = NULL;
     const void *x = tk_tensor_data(in[0]), *w = tk_tensor_data(in[1]), *bias = in[2] ? tk_tensor_data(in[2]) : NULL;
     void *y = tk_tensor_data(out[0]);
     const void *r = ex->residual ? tk_tensor_data(ex->residual) : y;
@@ -487,6 +539,7 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     pb.align_a = ptr_alignment(w), pb.align_b = ptr_alignment(x), pb.align_d = ptr_alignment(y);
     pb.align_c = ptr_alignment(r);
     pb.gelu = ex->gelu;
+    pb.matmul = 0, pb.batch = 1, pb.shared_b = 0;
     if (ex->gelu)
         pb.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     else
@@ -496,34 +549,10 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
                                   log2_of(pb.align_c) << 24 | (int64_t)(ex->residual != NULL) << 32,
                          .workspace = (int64_t)lt.local->workspace_size};
 
-    cublasLtMatmulDesc_t desc = NULL;
-    if ((rc = get_desc(&lt, &pb, bias, &desc)))
-        goto done;
-    if ((entry = tk_lt_cache_get(lt.plans, &pb.key))) {
-        atomic_fetch_add_explicit(&lt.counters->plan_hits, 1, memory_order_relaxed);
-        plan = tk_lt_entry_value(entry);
-    } else {
-        atomic_fetch_add_explicit(&lt.counters->plan_misses, 1, memory_order_relaxed);
-        if ((rc = make_plan(&lt, desc, &pb, &plan)))
-            goto done;
-        if (tk_lt_cache_add(lt.plans, &pb.key, plan, &entry)) {
-            uncached = plan; /* no memory for the entry: this call uses the plan, then frees it */
-            tk_error_clear();
-        } else {
-            plan = tk_lt_entry_value(entry);
-        }
-    }
-    /* D = epilogue(alpha op(A) op(B) + beta C + bias): the residual is C with beta 1 */
-    float alpha = 1.0f, beta = ex->residual ? 1.0f : 0.0f;
-    LT_CHECK(api->Matmul(lt.handle, desc, &alpha, w, plan->a, x, plan->b, &beta, r, plan->d, y, plan->d,
-                         &plan->heur.algo, plan->heur.workspaceSize ? lt.local->workspace : NULL,
-                         plan->heur.workspaceSize ? lt.local->workspace_size : 0,
-                         (cudaStream_t)tk_cuda_stream(ctx)));
+    rc = lt_run(&lt, &pb, bias, w, x, r, y, ex->residual ? 1.0f : 0.0f, (cudaStream_t)tk_cuda_stream(ctx));
 done:
     if (rc == TK_EUNSUPPORTED && (ex->gelu || ex->residual))
         atomic_fetch_add_explicit(&lt.counters->fused_fallbacks, 1, memory_order_relaxed);
-    tk_lt_cache_release(lt.plans, entry);
-    tk_lt_plan_free(uncached, NULL);
     if (bias_copy) {
         /* the matmul reads it: wait for the stream before the memory goes back (rare path) */
         int src = tk_ctx_sync(ctx);
@@ -533,7 +562,48 @@ done:
     }
     return rc;
 }
+
+/* tk::matmul on cuBLASLt: y[M, N] = a[M, K] b[K, N], row-major, for each of `batch` products. In
+ * cuBLASLt's column-major terms Y^T (N x M, ld N) = B^T (N x K, ld N) A^T (K x M, ld K): A = the
+ * buffer of b, B = the buffer of a, both untransposed; batches strided by whole matrices (b's by
+ * 0 when one b serves every product). */
+static int matmul_cublaslt(tk_ctx *ctx, const tk_tensor *a, const tk_tensor *b, tk_tensor *y, int64_t batch,
+                           int64_t M, int64_t K, int64_t N, int shared_b)
+{
+    int rc;
+    tk_cublaslt_ref lt;
+    if ((rc = tk_cublaslt_get(ctx, &lt)))
+        return rc;
+    lt_problem pb = {.dtype = tk_tensor_dtype(a), .M = M, .K = K, .N = N, .matmul = 1, .batch = batch,
+                     .shared_b = shared_b, .epilogue = CUBLASLT_EPILOGUE_DEFAULT};
+    pb.type = pb.dtype == TK_F32 ? CUDA_R_32F : pb.dtype == TK_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    pb.align_a = ptr_alignment(tk_tensor_data(b)), pb.align_b = ptr_alignment(tk_tensor_data(a));
+    pb.align_c = pb.align_d = ptr_alignment(tk_tensor_data(y));
+    /* strided batches start every matrix at a multiple of its size: the alignment that holds */
+    uint32_t es = (uint32_t)tk_dtype_size(pb.dtype);
+    if (batch > 1) {
+        uint32_t am = ptr_alignment((const void *)(uintptr_t)(M * K * es));
+        uint32_t bm = ptr_alignment((const void *)(uintptr_t)(K * N * es));
+        uint32_t dm = ptr_alignment((const void *)(uintptr_t)(M * N * es));
+        pb.align_b = pb.align_b < am ? pb.align_b : am;
+        pb.align_a = shared_b || pb.align_a < bm ? pb.align_a : bm;
+        pb.align_c = pb.align_d = pb.align_d < dm ? pb.align_d : dm;
+    }
+    pb.key = (tk_lt_key){.kind = PLAN_EXACT, .m = M, .n = N, .k = K, .dtype = pb.dtype, .epilogue = pb.epilogue,
+                         .align = log2_of(pb.align_a) | log2_of(pb.align_b) << 8 | log2_of(pb.align_d) << 16,
+                         .workspace = (int64_t)lt.local->workspace_size, .batch = batch,
+                         .form = shared_b ? 2 : 1};
+    void *d = tk_tensor_data(y);
+    return lt_run(&lt, &pb, NULL, tk_tensor_data(b), tk_tensor_data(a), d, d, 0.0f, (cudaStream_t)tk_cuda_stream(ctx));
+}
 #else
+static int matmul_cublaslt(tk_ctx *ctx, const tk_tensor *a, const tk_tensor *b, tk_tensor *y, int64_t batch,
+                           int64_t M, int64_t K, int64_t N, int shared_b)
+{
+    (void)ctx, (void)a, (void)b, (void)y, (void)batch, (void)M, (void)K, (void)N, (void)shared_b;
+    return tk_error_set(TK_EUNSUPPORTED, "op 'tk::matmul': libtkrt was built without the CUDA toolkit's "
+                                         "headers, so without cuBLASLt");
+}
 static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K,
                            int64_t N, const lt_extra *ex)
 {
@@ -705,3 +775,131 @@ const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *n
         return &tk__op_def_tk_linear_add_op;
     return NULL;
 }
+
+/* --- tk::matmul --------------------------------------------------------------------------
+ * torch.matmul for a [..., M, K] and b [K, N] (one b for every product) or b [..., K, N] with a's
+ * leading dims (batched): y [..., M, N]. One cuBLASLt call of strided batches on a GPU. */
+
+static int matmul_check(tk_ctx *ctx, tk_tensor *const *in)
+{
+    const tk_tensor *a = in[0], *b = in[1];
+    tk_dtype dt = tk_tensor_dtype(a);
+    int ra = tk_tensor_rank(a), rb = tk_tensor_rank(b), err;
+    char sa[160], sb[160], what[64];
+    if (dt != TK_F32 && dt != TK_F16 && dt != TK_BF16)
+        return tk_error_set(TK_EUNSUPPORTED, "op 'tk::matmul' does not support dtype '%s' (expected f32, f16 or bf16)",
+                            tk_dtype_name(dt));
+    if (tk_tensor_dtype(b) != dt)
+        return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s (they must share a dtype)", tk_dtype_name(dt),
+                            tk_dtype_name(tk_tensor_dtype(b)));
+    format_shape(sa, sizeof sa, a);
+    format_shape(sb, sizeof sb, b);
+    if (ra < 2 || (rb != 2 && rb != ra))
+        return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s; expected a [..., M, K] and b [K, N] or "
+                            "b [..., K, N] with a's leading dims", sa, sb);
+    for (int i = 0; i < rb - 1; i++) {
+        /* b's leading dims against a's, then K: a's last against b's second to last */
+        int ia = i < rb - 2 ? i : ra - 1;
+        tk_sym x = tk_tensor_sym(a, ia), y = tk_tensor_sym(b, i);
+        if (tk_sym_is_const(x) && tk_sym_is_const(y)) {
+            if (x.value != y.value)
+                return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s: a dim %d (%lld) != b dim %d (%lld)%s",
+                                    sa, sb, ia, (long long)x.value, i, (long long)y.value,
+                                    i == rb - 2 ? " (K)" : " (batch)");
+            continue;
+        }
+        snprintf(what, sizeof what, "a dim %d == b dim %d", ia, i);
+        if ((err = tk_require_eq(ctx, x, y, what)))
+            return err;
+    }
+    return 0;
+}
+
+static int matmul_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
+{
+    int err = matmul_check(ctx, in);
+    if (err)
+        return err;
+    tk_sym shape[TK_MAX_DIMS];
+    int ra = tk_tensor_rank(in[0]);
+    for (int i = 0; i < ra - 1; i++)
+        shape[i] = tk_tensor_sym(in[0], i);
+    shape[ra - 1] = tk_tensor_sym(in[1], -1);
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(in[0]), ra, shape);
+}
+
+/* The products a call makes, their sizes, and whether b is one for all. */
+static void matmul_dims(tk_tensor *const *in, int64_t *batch, int64_t *M, int64_t *K, int64_t *N, int *shared)
+{
+    *M = tk_tensor_dim(in[0], -2), *K = tk_tensor_dim(in[0], -1), *N = tk_tensor_dim(in[1], -1);
+    *batch = 1;
+    for (int i = 0; i < tk_tensor_rank(in[0]) - 2; i++)
+        *batch *= tk_tensor_dim(in[0], i);
+    *shared = tk_tensor_rank(in[1]) == 2;
+}
+
+/* y = a b in float, each product's b rows widened once */
+static int matmul_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
+{
+    int err = matmul_check(ctx, in), shared;
+    int64_t batch, M, K, N;
+    if (err)
+        return err;
+    matmul_dims(in, &batch, &M, &K, &N, &shared);
+    tk_dtype dt = tk_tensor_dtype(in[0]);
+    const void *a = tk_tensor_data(in[0]), *b = tk_tensor_data(in[1]);
+    void *y = tk_tensor_data(out[0]);
+    float *bf = malloc((size_t)(K * N + N) * sizeof(float) + 1);
+    if (!bf)
+        return tk_error_set(TK_ENOMEM, "op 'tk::matmul': out of memory for a [%lld, %lld] operand", (long long)K,
+                            (long long)N);
+    float *acc = bf + K * N;
+    for (int64_t p = 0; p < batch; p++) {
+        if (p == 0 || !shared)
+            for (int64_t k = 0; k < K; k++)
+                widen_row(dt, b, (shared ? 0 : p * K) + k, N, bf + k * N);
+        for (int64_t i = 0; i < M; i++) {
+            for (int64_t n = 0; n < N; n++)
+                acc[n] = 0.0f;
+            for (int64_t k = 0; k < K; k++) {
+                float x = tk_ref_load(dt, a, (p * M + i) * K + k);
+                const float *br = bf + k * N;
+                for (int64_t n = 0; n < N; n++)
+                    acc[n] += x * br[n];
+            }
+            for (int64_t n = 0; n < N; n++)
+                tk_ref_store(dt, y, (p * M + i) * N + n, acc[n]);
+        }
+    }
+    free(bf);
+    return 0;
+}
+
+/* 2 batch M N K flops; a, b (once, or once a product) and y cross memory once */
+static int matmul_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
+{
+    double y = (double)tk_numel(out[0]), K = (double)tk_tensor_dim(in[0], -1);
+    cost->flops = 2.0 * y * K;
+    cost->bytes = ((double)tk_numel(in[0]) + (double)tk_numel(in[1]) + y) * (double)tk_dtype_size(tk_tensor_dtype(in[0]));
+    return 0;
+}
+
+TK_OP(tk_matmul_op, "tk::matmul", "(Tensor a, Tensor b) -> Tensor", .meta = matmul_meta, .cpu = matmul_cpu,
+      .cost = matmul_cost)
+{
+    int err = matmul_check(ctx, in), shared;
+    int64_t batch, M, K, N;
+    if (err)
+        return err;
+    matmul_dims(in, &batch, &M, &K, &N, &shared);
+    if (batch == 0 || M == 0 || N == 0)
+        return 0;
+    if (K == 0)
+        return tk_error_set(TK_EUNSUPPORTED, "op 'tk::matmul': K is 0 (an all-zero result) on a GPU");
+    if (batch > INT32_MAX)
+        return tk_error_set(TK_EUNSUPPORTED, "op 'tk::matmul': %lld products in one call (at most 2^31 - 1)",
+                            (long long)batch);
+    return matmul_cublaslt(ctx, in[0], in[1], out[0], batch, M, K, N, shared);
+}
+
+tk_tensor *(tk_matmul)(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::matmul", a, b); }

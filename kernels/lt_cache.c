@@ -32,7 +32,7 @@ struct tk_lt_cache {
  * hash, so keys that differ in one size land in unrelated buckets. */
 static uint64_t key_hash(const tk_lt_key *k)
 {
-    const int64_t f[] = {k->kind, k->m, k->n, k->k, k->dtype, k->epilogue, k->align, k->workspace};
+    const int64_t f[] = {k->kind, k->m, k->n, k->k, k->dtype, k->epilogue, k->align, k->workspace, k->batch, k->form};
     _Static_assert(sizeof f == sizeof *k, "tk_lt_key: hash every field");
     uint64_t h = 0x9e3779b97f4a7c15ull;
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) {

@@ -23,6 +23,8 @@ typedef struct tk_lt_key {
     int64_t epilogue;
     int64_t align;     /* the operands' alignments, packed by the user */
     int64_t workspace; /* bytes of workspace the value may use */
+    int64_t batch;     /* products in one call (strided batches; 0 or 1: one) */
+    int64_t form;      /* which product (linear.c: x W^T, or a b with b shared or batched) */
 } tk_lt_key;
 
 typedef struct tk_lt_cache tk_lt_cache;

@@ -72,8 +72,9 @@ typedef struct tk_lt_counters {
     _Atomic unsigned long long fused_fallbacks; /* a fused form (tk::_linear_gelu, _add) run as two ops */
 } tk_lt_counters;
 
-/* Matmul descriptors of a context: one per dtype (f32, f16, bf16), bias or none, GELU or none. */
-enum { TK_LT_NDESC = 12 };
+/* Matmul descriptors of a context: tk::linear's one per dtype (f32, f16, bf16), bias or none,
+ * GELU or none; tk::matmul's one per dtype. */
+enum { TK_LT_NDESC = 15 };
 
 /* What one context keeps for cuBLASLt: its own, because a context is used by one thread at a
  * time and its stream orders its work. The workspace (tk::linear's matmuls run one after another

@@ -408,6 +408,43 @@ static void ref__sdpa_layouts_agree(void **state)
     tk_tensor_free(qkv);
 }
 
+/* tk::matmul by hand: two products of [2, 3] by [3, 2], batched and with one b for both; a K that
+ * disagrees and a b of another rank are refused with the shapes */
+static void ref__matmul_matches_hand_computed_products(void **state)
+{
+    tk_ctx *ctx = *state;
+    const float av[12] = {1, 2, 3, 4, 5, 6, /* a[0] */ -1, 0, 2, 0.5f, 1, -2 /* a[1] */};
+    const float bv[12] = {1, 0, 0, 1, 1, 1, /* b[0] */ 2, -1, 0, 3, 1, 0 /* b[1] */};
+    /* a[0] b[0] = [[1+3, 2+3], [4+6, 5+6]]; a[1] b[1] = [[-2+2, 1], [1-2, -0.5+3]] */
+    const float batched[8] = {4, 5, 10, 11, 0, 1, -1, 2.5f};
+    /* a[1] b[0] = [[-1+2, 2], [0.5-2, 1-2]] */
+    const float shared[8] = {4, 5, 10, 11, 1, 2, -1.5f, -1};
+    const int64_t sa[3] = {2, 2, 3}, sb[3] = {2, 3, 2}, sb2[2] = {3, 2}, s4[4] = {1, 2, 2, 3};
+    tk_tensor *a = tensor_of(TK_F32, 3, sa, av), *b = tensor_of(TK_F32, 3, sb, bv), *b2 = tensor_of(TK_F32, 2, sb2, bv);
+    tk_tensor *a4 = tensor_of(TK_F32, 4, s4, av);
+    tk_tensor *y = tk_matmul(ctx, a, b), *ys = tk_matmul(ctx, a, b2), *y4 = tk_matmul(ctx, a4, b2);
+    assert_non_null(y);
+    assert_non_null(ys);
+    assert_non_null(y4);
+    const int64_t want[3] = {2, 2, 2}, want4[4] = {1, 2, 2, 2};
+    assert_memory_equal(tk_tensor_shape(y), want, sizeof want);
+    assert_memory_equal(tk_tensor_shape(y4), want4, sizeof want4);
+    for (int i = 0; i < 8; i++) {
+        assert_near(value_at(y, i), batched[i], 1e-6, "matmul batched", i);
+        assert_near(value_at(ys, i), shared[i], 1e-6, "matmul shared b", i);
+        assert_near(value_at(y4, i), shared[i], 1e-6, "matmul rank 4", i);
+    }
+    const int64_t sbad[2] = {2, 2};
+    tk_tensor *bad = tensor_of(TK_F32, 2, sbad, bv);
+    assert_null(tk_matmul(ctx, a, bad));
+    assert_contains(tk_error_last(), "op 'tk::matmul': a is [2, 2, 3] and b [2, 2]: a dim 2 (3) != b dim 0 (2) (K)");
+    assert_null(tk_matmul(ctx, a4, b));
+    assert_contains(tk_error_last(), "expected a [..., M, K] and b [K, N] or b [..., K, N] with a's leading dims");
+    tk_tensor *fl[] = {a, b, b2, a4, y, ys, y4, bad};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        tk_tensor_free(fl[i]);
+}
+
 /* rows picked by i32 and i64 ids of rank 2; an id out of range is refused, naming it */
 static void ref__embedding_gathers_rows(void **state)
 {
@@ -862,6 +899,7 @@ int main(void)
         CPU_TEST(ref__row_ops_in_16_bits_round_once),
         CPU_TEST(ref__sdpa_matches_hand_computed_attention),
         CPU_TEST(ref__sdpa_layouts_agree),
+        CPU_TEST(ref__matmul_matches_hand_computed_products),
         CPU_TEST(ref__embedding_gathers_rows),
         CPU_TEST(ref__layout_ops_move_elements_where_pytorch_does),
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),

@@ -773,6 +773,40 @@ static void gpu__sdpa_matches_the_reference(void **state)
     }
 }
 
+/* tk::matmul: a [batch..., M, K] by b [K, N] or [batch..., K, N], GPU (one strided-batch cuBLASLt
+ * call) against the CPU; sizes not multiples of 8, a batch of 1, rank 4 */
+static void gpu__matmul_matches_the_reference(void **state)
+{
+    fixture *f = *state;
+    static const int64_t cases[][6] = {/* batch0, batch1, M, K, N, shared b */
+                                       {3, 1, 37, 64, 48, 0}, {3, 1, 37, 64, 48, 1}, {2, 3, 16, 33, 7, 0},
+                                       {1, 1, 128, 128, 64, 0}, {4, 2, 1, 256, 100, 1}};
+    for (size_t t = 0; t < 3; t++)
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            tk_dtype dt = DTYPES[t];
+            const int64_t *k = cases[c];
+            int64_t sa[4] = {k[0], k[1], k[2], k[3]}, sb[4] = {k[0], k[1], k[3], k[4]};
+            tk_tensor *ha = host(dt, 4, sa), *hb = k[5] ? host(dt, 2, sb + 2) : host(dt, 4, sb);
+            fill(ha, -1.0f, 1.0f);
+            fill(hb, -1.0f, 1.0f);
+            tk_tensor *da = upload(f, ha), *db = upload(f, hb);
+            tk_tensor *ref = tk_matmul(f->cpu, ha, hb), *dy = tk_matmul(f->gpu, da, db);
+            if (!ref || !dy)
+                fail_msg("tk::matmul %s: %s", tk_dtype_name(dt), tk_error_last());
+            tk_assert_ok(tk_ctx_sync(f->gpu));
+            tk_tensor *got = download(f, dy);
+            char what[128];
+            snprintf(what, sizeof what, "tk::matmul %s [%lld, %lld, %lld, %lld] x %s", tk_dtype_name(dt),
+                     (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3], k[5] ? "shared b" : "batched b");
+            /* f32: cuBLASLt's own summation order; 16-bit: the output rounded once */
+            double rtol = dt == TK_F32 ? 1e-4 : 1e-2, atol = dt == TK_F32 ? 1e-4 : 2e-2;
+            assert_close(what, got, ref, rtol, atol);
+            tk_tensor *fl[] = {ha, hb, da, db, ref, dy, got};
+            for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+                tk_tensor_free(fl[i]);
+        }
+}
+
 /* tk::embedding: GPT-2's vocabulary rows (768: whole vectors) and 37 columns (element by element) */
 static void gpu__embedding_matches_the_reference(void **state)
 {
@@ -896,6 +930,7 @@ int main(void)
         GPU_TEST(gpu__gelu_matches_the_reference),
         GPU_TEST(gpu__row_ops_match_the_reference),
         GPU_TEST(gpu__sdpa_matches_the_reference),
+        GPU_TEST(gpu__matmul_matches_the_reference),
         GPU_TEST(gpu__embedding_matches_the_reference),
         GPU_TEST(gpu__layout_ops_match_the_reference),
         GPU_TEST(gpu__unaligned_tensors_match_the_reference),

@@ -48,6 +48,12 @@ tk_tensor *tk_rms_norm(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, double eps);
  * y [..., N]; all of one dtype (f32, f16 or bf16), accumulated in f32 (cuBLASLt on a GPU). */
 tk_tensor *tk_linear(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b);
 
+/* tk::matmul, torch.matmul for a [..., M, K] (rank >= 2) and b [K, N] (one b for every product)
+ * or b [..., K, N] with exactly a's leading dims (batched, no broadcasting): y [..., M, N]; one
+ * dtype (f32, f16, bf16), accumulated in f32; a GPU makes all the products in one cuBLASLt call
+ * (strided batches). (Tensor a, Tensor b) -> Tensor. */
+tk_tensor *tk_matmul(tk_ctx *ctx, tk_tensor *a, tk_tensor *b);
+
 /* tk::sdpa, F.scaled_dot_product_attention(q, k, v, is_causal=causal) without a mask tensor or
  * dropout: (Tensor q, Tensor k, Tensor v, bool causal=False, float scale=0.0, int heads=0) -> Tensor.
  *   heads 0: q [B, H, S, D], k and v [B, H, Sk, D] (PyTorch's layout), out [B, H, S, D];
@@ -102,6 +108,7 @@ tk_tensor *tk_narrow(tk_ctx *ctx, tk_tensor *x, int dim, int64_t start, int64_t 
 #define tk_layer_norm(ctx, x, w, b, eps) tk_call((ctx), "tk::layer_norm", (x), (w), (b), (double)(eps))
 #define tk_rms_norm(ctx, x, w, eps) tk_call((ctx), "tk::rms_norm", (x), (w), (double)(eps))
 #define tk_linear(ctx, x, w, b) tk_call((ctx), "tk::linear", (x), (w), (b))
+#define tk_matmul(ctx, a, b) tk_call((ctx), "tk::matmul", (a), (b))
 #define tk_transpose(ctx, x, d0, d1) tk_call((ctx), "tk::transpose", (x), (int)(d0), (int)(d1))
 #define tk_narrow(ctx, x, d, start, len) tk_call((ctx), "tk::narrow", (x), (int)(d), (int64_t)(start), (int64_t)(len))
 #define tk_embedding(ctx, w, ids) tk_call((ctx), "tk::embedding", (w), (ids))
