@@ -13,32 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "bench_clock.h"
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
 
 #include "rt_internal.h"
-
-static const tk_device CPU = {TK_DEVICE_CPU, 0};
-
-static tk_tensor *random_tensor(tk_ctx *ctx, tk_device dev, tk_dtype dt, const int64_t *shape, uint32_t seed)
-{
-    tk_tensor *h = NULL, *d = NULL;
-    if (tk_tensor_new(&h, NULL, CPU, dt, 4, shape))
-        return NULL;
-    for (int64_t i = 0; i < tk_numel(h); i++) {
-        seed = seed * 1664525u + 1013904223u;
-        float v = 4.0f * (float)(seed >> 8) * (1.0f / 16777216.0f) - 2.0f;
-        ((uint16_t *)tk_tensor_data(h))[i] = dt == TK_F16 ? tk_f32_to_f16(v) : tk_f32_to_bf16(v);
-    }
-    if (tk_tensor_new(&d, ctx, dev, dt, 4, shape) || tk_tensor_copy(ctx, d, h)) {
-        tk_tensor_free(d);
-        d = NULL;
-    }
-    tk_tensor_free(h);
-    return d;
-}
+#include "bench_gpu.h" /* after rt_internal.h: its resolved-op call too */
 
 int main(int argc, char **argv)
 {
@@ -79,26 +59,18 @@ int main(int argc, char **argv)
         for (size_t si = 0; si < 4 && !rc; si++)
             for (int causal = 0; causal < 2 && !rc; causal++) {
                 int64_t S = seqs[si], D = dims[di], shape[4] = {bh / 8 ? bh / 8 : 1, bh / 8 ? 8 : bh, S, D};
-                tk_tensor *q = random_tensor(ctx, dev, dt, shape, 1), *k = random_tensor(ctx, dev, dt, shape, 2);
-                tk_tensor *v = random_tensor(ctx, dev, dt, shape, 3), *y = NULL;
-                double samples[256];
+                tk_tensor *q = tk_bench_random_tensor(ctx, dev, dt, 4, shape, -2.0f, 2.0f, 1);
+                tk_tensor *k = tk_bench_random_tensor(ctx, dev, dt, 4, shape, -2.0f, 2.0f, 2);
+                tk_tensor *v = tk_bench_random_tensor(ctx, dev, dt, 4, shape, -2.0f, 2.0f, 3), *y = NULL;
                 if (!q || !k || !v || tk_tensor_new(&y, ctx, dev, dt, 4, shape)) {
                     rc = 1;
                 } else {
                     tk_value args[5] = {tk__val_tensor(q), tk__val_tensor(k), tk__val_tensor(v), tk__val_bool(causal),
                                         tk__val_float(0.0)};
-                    for (int w = 0; w < 2 && !rc; w++)
-                        rc = tk_op_run_resolved(ctx, &op, NULL, 0, args, 5, &y, 1);
-                    rc = rc ? rc : tk_ctx_sync(ctx);
-                    for (int r = 0; r < runs && !rc; r++) {
-                        double t0 = tk_bench_now();
-                        for (int i = 0; i < reps && !rc; i++)
-                            rc = tk_op_run_resolved(ctx, &op, NULL, 0, args, 5, &y, 1);
-                        rc = rc ? rc : tk_ctx_sync(ctx);
-                        samples[r] = (tk_bench_now() - t0) / reps * 1e6;
-                    }
+                    tk_bench_op_call call = {ctx, &op, args, 5, y};
+                    double us = tk_bench_time_us(ctx, tk_bench_call_op, &call, 2, runs, reps);
+                    rc = us < 0;
                     if (!rc) {
-                        double us = tk_bench_median(samples, runs);
                         double flops = 4.0 * (double)bh * (double)S * (double)S * (double)D * (causal ? 0.5 : 1.0);
                         printf("| %lld | %lld | %s | %.1f | %.1f |\n", (long long)S, (long long)D, causal ? "yes" : "no",
                                us, flops / (us * 1e-6) / 1e12);

@@ -11,32 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "bench_clock.h"
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
 
 #include "rt_internal.h"
-
-static const tk_device CPU = {TK_DEVICE_CPU, 0};
-
-static tk_tensor *random_tensor(tk_ctx *ctx, tk_device dev, tk_dtype dt, int rank, const int64_t *shape, uint32_t seed)
-{
-    tk_tensor *h = NULL, *d = NULL;
-    if (tk_tensor_new(&h, NULL, CPU, dt, rank, shape))
-        return NULL;
-    for (int64_t i = 0; i < tk_numel(h); i++) {
-        seed = seed * 1664525u + 1013904223u;
-        float v = 2.0f * (float)(seed >> 8) * (1.0f / 16777216.0f) - 1.0f;
-        ((uint16_t *)tk_tensor_data(h))[i] = dt == TK_F16 ? tk_f32_to_f16(v) : tk_f32_to_bf16(v);
-    }
-    if (tk_tensor_new(&d, ctx, dev, dt, rank, shape) || tk_tensor_copy(ctx, d, h)) {
-        tk_tensor_free(d);
-        d = NULL;
-    }
-    tk_tensor_free(h);
-    return d;
-}
+#include "bench_gpu.h" /* after rt_internal.h: its resolved-op call too */
 
 int main(int argc, char **argv)
 {
@@ -79,26 +59,18 @@ int main(int argc, char **argv)
     for (size_t c = 0; c < sizeof cases / sizeof *cases && !rc; c++) {
         const int64_t *k = cases[c];
         int64_t sa[3] = {k[0], k[1], k[2]}, sb[3] = {k[0], k[2], k[3]}, sy[3] = {k[0], k[1], k[3]};
-        tk_tensor *a = random_tensor(ctx, dev, dt, 3, sa, 1);
-        tk_tensor *b = k[4] ? random_tensor(ctx, dev, dt, 2, sb + 1, 2) : random_tensor(ctx, dev, dt, 3, sb, 2);
+        tk_tensor *a = tk_bench_random_tensor(ctx, dev, dt, 3, sa, -1.0f, 1.0f, 1);
+        tk_tensor *b = k[4] ? tk_bench_random_tensor(ctx, dev, dt, 2, sb + 1, -1.0f, 1.0f, 2)
+                            : tk_bench_random_tensor(ctx, dev, dt, 3, sb, -1.0f, 1.0f, 2);
         tk_tensor *y = NULL;
-        double samples[256];
         if (!a || !b || tk_tensor_new(&y, ctx, dev, dt, 3, sy)) {
             rc = 1;
         } else {
             tk_value args[2] = {tk__val_tensor(a), tk__val_tensor(b)};
-            for (int w = 0; w < 3 && !rc; w++)
-                rc = tk_op_run_resolved(ctx, &op, NULL, 0, args, 2, &y, 1);
-            rc = rc ? rc : tk_ctx_sync(ctx);
-            for (int r = 0; r < runs && !rc; r++) {
-                double t0 = tk_bench_now();
-                for (int i = 0; i < reps && !rc; i++)
-                    rc = tk_op_run_resolved(ctx, &op, NULL, 0, args, 2, &y, 1);
-                rc = rc ? rc : tk_ctx_sync(ctx);
-                samples[r] = (tk_bench_now() - t0) / reps * 1e6;
-            }
+            tk_bench_op_call call = {ctx, &op, args, 2, y};
+            double us = tk_bench_time_us(ctx, tk_bench_call_op, &call, 3, runs, reps);
+            rc = us < 0;
             if (!rc) {
-                double us = tk_bench_median(samples, runs);
                 double flops = 2.0 * (double)k[0] * (double)k[1] * (double)k[2] * (double)k[3];
                 printf("| %lld | %lld | %lld | %lld | %s | %.1f | %.1f |\n", (long long)k[0], (long long)k[1],
                        (long long)k[2], (long long)k[3], k[4] ? "shared" : "batched", us, flops / (us * 1e-6) / 1e12);

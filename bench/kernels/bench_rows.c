@@ -15,12 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "bench_clock.h"
+#include "bench_gpu.h"
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
-
-static const tk_device CPU = {TK_DEVICE_CPU, 0};
 
 /* what the shapes stand for: GPT-2 small (768) at batch 1 seq 128 and batch 8 seq 1024, the
  * attention scores of the latter (8 x 12 heads x 1024 x 1024), a Llama-7B hidden (4096) */
@@ -34,50 +32,20 @@ static const struct {
     {"llama b4 s512", 2048, 4096},
 };
 
-/* A device tensor of uniform values in [lo, hi) (made on the host, copied). */
-static tk_tensor *random_tensor(tk_ctx *ctx, tk_device dev, tk_dtype dt, int rank, const int64_t *shape, float lo,
-                                float hi, uint32_t seed)
-{
-    tk_tensor *h = NULL, *d = NULL;
-    if (tk_tensor_new(&h, NULL, CPU, dt, rank, shape))
-        return NULL;
-    for (int64_t i = 0; i < tk_numel(h); i++) {
-        seed = seed * 1664525u + 1013904223u;
-        float v = lo + (hi - lo) * (float)(seed >> 8) * (1.0f / 16777216.0f);
-        if (dt == TK_F32)
-            ((float *)tk_tensor_data(h))[i] = v;
-        else
-            ((uint16_t *)tk_tensor_data(h))[i] = dt == TK_F16 ? tk_f32_to_f16(v) : tk_f32_to_bf16(v);
-    }
-    if (tk_tensor_new(&d, ctx, dev, dt, rank, shape) || tk_tensor_copy(ctx, d, h)) {
-        tk_tensor_free(d);
-        d = NULL;
-    }
-    tk_tensor_free(h);
-    return d;
-}
+/* one call of op on in into y, for tk_bench_time_us */
+typedef struct row_call {
+    tk_ctx *ctx;
+    const char *op;
+    tk_tensor **in;
+    int nin;
+    tk_tensor *y;
+} row_call;
 
-/* Median microseconds a call, or a negative value with the error in tk_error_last(). */
-static double measure(tk_ctx *ctx, const char *op, tk_tensor **in, int nin, tk_tensor *y, int runs, int reps)
+static int call_row_op(void *arg)
 {
-    double samples[256], t = -1;
-    tk_tensor *out[1] = {y};
-    for (int w = 0; w < 3; w++)
-        if (tk_op_run(ctx, op, in, nin, out, 1))
-            return -1;
-    if (tk_ctx_sync(ctx))
-        return -1;
-    for (int r = 0; r < runs; r++) {
-        double t0 = tk_bench_now();
-        for (int i = 0; i < reps; i++)
-            if (tk_op_run(ctx, op, in, nin, out, 1))
-                return -1;
-        if (tk_ctx_sync(ctx))
-            return -1;
-        samples[r] = (tk_bench_now() - t0) / reps * 1e6;
-    }
-    t = tk_bench_median(samples, runs);
-    return t;
+    row_call *c = arg;
+    tk_tensor *out[1] = {c->y};
+    return tk_op_run(c->ctx, c->op, c->in, c->nin, out, 1);
 }
 
 static int usage(FILE *to, int status)
@@ -126,9 +94,9 @@ int main(int argc, char **argv)
     int rc = 0;
     for (size_t c = 0; c < sizeof CASES / sizeof *CASES && !rc; c++) {
         int64_t shape[2] = {CASES[c].rows, CASES[c].cols};
-        tk_tensor *x = random_tensor(ctx, dev, dt, 2, shape, -4, 4, 7u + (uint32_t)c);
-        tk_tensor *w = random_tensor(ctx, dev, dt, 1, shape + 1, 0.5f, 1.5f, 11u);
-        tk_tensor *b = random_tensor(ctx, dev, dt, 1, shape + 1, -1, 1, 13u), *y = NULL;
+        tk_tensor *x = tk_bench_random_tensor(ctx, dev, dt, 2, shape, -4, 4, 7u + (uint32_t)c);
+        tk_tensor *w = tk_bench_random_tensor(ctx, dev, dt, 1, shape + 1, 0.5f, 1.5f, 11u);
+        tk_tensor *b = tk_bench_random_tensor(ctx, dev, dt, 1, shape + 1, -1, 1, 13u), *y = NULL;
         if (!x || !w || !b || tk_tensor_new(&y, ctx, dev, dt, 2, shape)) {
             rc = 1;
         } else {
@@ -138,7 +106,8 @@ int main(int argc, char **argv)
             } ops[] = {{"tk::softmax", 1}, {"tk::layer_norm", 3}, {"tk::rms_norm", 2}};
             for (size_t o = 0; o < 3 && !rc; o++) {
                 tk_tensor *in[3] = {x, w, b};
-                double us = measure(ctx, ops[o].op, in, ops[o].nin, y, runs, reps);
+                row_call call = {ctx, ops[o].op, in, ops[o].nin, y};
+                double us = tk_bench_time_us(ctx, call_row_op, &call, 3, runs, reps);
                 if (us < 0) {
                     rc = 1;
                     break;
