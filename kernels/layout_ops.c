@@ -6,9 +6,10 @@
  *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  x.flatten(...)
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor       x.unflatten(dim, sizes)
  *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim)
+ *   tk::expand     (Tensor x, int[] sizes) -> Tensor                x.expand(sizes)
  * Any dtype; negative dims count from the end. narrow and cat are 2-D copies of rows (tk_copy2d_*:
- * 16-byte vectors when every row, pitch and offset allows); permute and transpose run the strided
- * copy of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
+ * 16-byte vectors when every row, pitch and offset allows); permute, transpose and expand (a
+ * stride of 0 where a dim of 1 grows) run the strided copy of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
  * them as they are. Dynamic dims keep their symbols: narrow's length and start are static,
  * flatten multiplies the dims ("batch*seq" when two are dynamic), unflatten may split a dynamic
  * dim into static sizes and one -1 (a divisibility requirement). */
@@ -121,15 +122,70 @@ static int perm_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int *perm)
     return 0;
 }
 
-/* The strided view of x that permute and transpose copy: out dims and their strides in x, in
- * elements. Concrete shapes (eager or a session). */
-static int view_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int64_t *dims, int64_t *st)
+/* expand's output dims (as tk::expand's sizes say: -1 keeps x's dim, a dim of 1 grows, new
+ * leading dims come first) and, for each, the dim of x it reads (-1: a new leading dim) or
+ * whether it broadcasts. Symbolic dims: a size against a dynamic dim becomes a requirement. */
+static int expand_of(tk_ctx *ctx, const tk_tensor *x, int *rank_out, tk_sym *shape, int *bcast)
+{
+    int64_t n = 0;
+    const int64_t *sizes = tk_arg_ints(ctx, 1, &n);
+    int rank = tk_tensor_rank(x), err;
+    if (n < rank || n > TK_MAX_DIMS)
+        return tk_error_set(TK_EINVAL, "op 'tk::expand': sizes has %lld entries, x has rank %d (expected %d to %d)",
+                            (long long)n, rank, rank, TK_MAX_DIMS);
+    for (int i = 0; i < (int)n; i++) {
+        int j = i - ((int)n - rank); /* x's dim, or negative for a new leading dim */
+        int64_t want = sizes[i];
+        if (j < 0) {
+            if (want < 0)
+                return tk_error_set(TK_EINVAL, "op 'tk::expand': size %lld for new leading dim %d (expected >= 0)",
+                                    (long long)want, i);
+            shape[i] = TK_SYM(want), bcast[i] = 1;
+            continue;
+        }
+        tk_sym have = tk_tensor_sym(x, j);
+        bcast[i] = 0;
+        if (want == -1 || (tk_sym_is_const(have) && have.value == want)) {
+            shape[i] = have;
+        } else if (tk_sym_is_const(have) && have.value == 1 && want >= 0) {
+            shape[i] = TK_SYM(want), bcast[i] = 1;
+        } else if (!tk_sym_is_const(have) && want >= 0) {
+            char what[64];
+            snprintf(what, sizeof what, "x dim %d == expand's size %lld", j, (long long)want);
+            if ((err = tk_require_eq(ctx, have, TK_SYM(want), what)))
+                return err;
+            shape[i] = TK_SYM(want);
+        } else {
+            return tk_error_set(TK_EINVAL, "op 'tk::expand': x dim %d is %lld, which cannot become %lld (only dims of "
+                                "size 1 expand; -1 keeps a dim)", j, (long long)have.value, (long long)want);
+        }
+    }
+    *rank_out = (int)n;
+    return 0;
+}
+
+/* The strided view of x that permute, transpose and expand copy: out dims and their strides in
+ * x, in elements (0 where expand broadcasts). Concrete shapes (eager or a session). */
+static int view_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int64_t *dims, int64_t *st, int *rank_out)
 {
     int rank = tk_tensor_rank(x), perm[TK_MAX_DIMS], err;
     int64_t in_st[TK_MAX_DIMS], s = 1;
     for (int d = rank - 1; d >= 0; d--) {
         in_st[d] = s;
         s *= tk_tensor_dim(x, d);
+    }
+    *rank_out = rank;
+    if (!strcmp(op, "tk::expand")) {
+        tk_sym shape[TK_MAX_DIMS];
+        int bcast[TK_MAX_DIMS], n;
+        if ((err = expand_of(ctx, x, &n, shape, bcast)))
+            return err;
+        for (int i = 0; i < n; i++) {
+            dims[i] = shape[i].value;
+            st[i] = bcast[i] ? 0 : in_st[i - (n - rank)];
+        }
+        *rank_out = n;
+        return 0;
     }
     if ((err = perm_of(ctx, op, x, perm)))
         return err;
@@ -160,6 +216,11 @@ static int view_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tenso
         shape[dim] = TK_SYM(len);
         return tk_spec_set_sym(out[0], tk_tensor_dtype(x), rank, shape);
     }
+    if (!strcmp(op, "tk::expand")) {
+        int bcast[TK_MAX_DIMS], n;
+        err = expand_of(ctx, x, &n, shape, bcast);
+        return err ? err : tk_spec_set_sym(out[0], tk_tensor_dtype(x), n, shape);
+    }
     if ((err = perm_of(ctx, op, x, perm)))
         return err;
     for (int d = 0; d < rank; d++)
@@ -182,11 +243,11 @@ static int narrow_run(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
                   start * inner, len * inner, 0);
 }
 
-/* permute and transpose: the strided view of x copied */
+/* permute, transpose and expand: the strided view of x copied */
 static int view_run(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor *const *out)
 {
     int64_t dims[TK_MAX_DIMS] = {0}, st[TK_MAX_DIMS] = {0};
-    int rank = tk_tensor_rank(in[0]), err = view_of(ctx, op, in[0], dims, st);
+    int rank = 0, err = view_of(ctx, op, in[0], dims, st, &rank);
     size_t es = tk_dtype_size(tk_tensor_dtype(in[0]));
     int64_t n = tk_numel(out[0]);
     if (err)
@@ -376,6 +437,7 @@ TK_OP(tk_cat_op, "tk::cat", "(Tensor a, Tensor b, int dim=0) -> Tensor", .meta =
 LAYOUT_OP(permute, "tk::permute", "(Tensor x, int[] dims) -> Tensor", view_meta, view_run(ctx, "tk::permute", in, out))
 LAYOUT_OP(transpose, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor", view_meta,
           view_run(ctx, "tk::transpose", in, out))
+LAYOUT_OP(expand, "tk::expand", "(Tensor x, int[] sizes) -> Tensor", view_meta, view_run(ctx, "tk::expand", in, out))
 LAYOUT_OP(narrow, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", view_meta,
           narrow_run(ctx, in, out))
 LAYOUT_OP(flatten, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", reshape_meta,

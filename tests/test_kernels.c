@@ -541,6 +541,22 @@ static void ref__layout_ops_move_elements_where_pytorch_does(void **state)
             for (int k = 0; k < 4; k++)
                 assert_true(value_at(c, (i * 5 + j) * 4 + k) == (float)(100 * i + 10 * (j < 3 ? j : j - 2) + k));
     tk_tensor_free(c);
+    /* expand: x's narrow to j = 1 ([2, 1, 4]) to [3, 2, 5, 4] (a new leading dim, j broadcast) */
+    tk_tensor *x1 = tk_narrow(ctx, x, 1, 1, 1), *e = tk_call(ctx, "tk::expand", x1, TK_INTS(3, -1, 5, -1));
+    assert_non_null(e);
+    const int64_t eshape[4] = {3, 2, 5, 4};
+    assert_memory_equal(tk_tensor_shape(e), eshape, sizeof eshape);
+    for (int l = 0; l < 3; l++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 5; j++)
+                for (int k = 0; k < 4; k++)
+                    assert_true(value_at(e, ((l * 2 + i) * 5 + j) * 4 + k) == (float)(100 * i + 10 + k));
+    tk_tensor_free(e);
+    assert_null(tk_call(ctx, "tk::expand", x, TK_INTS(2, 6, 4)));
+    assert_contains(tk_error_last(), "op 'tk::expand': x dim 1 is 3, which cannot become 6 (only dims of size 1 expand");
+    assert_null(tk_call(ctx, "tk::expand", x, TK_INTS(3, 4)));
+    assert_contains(tk_error_last(), "op 'tk::expand': sizes has 2 entries, x has rank 3");
+    tk_tensor_free(x1);
     assert_null(tk_call(ctx, "tk::cat", x, n, 0));
     assert_contains(tk_error_last(), "a dim 1 == b dim 1");
     /* refusals */

@@ -858,7 +858,7 @@ static void gpu__layout_ops_match_the_reference(void **state)
                 ((uint16_t *)tk_tensor_data(hx))[i] = (uint16_t)(i * 7);
         }
         tk_tensor *dx = upload(f, hx);
-        for (int op = 0; op < 10; op++) { /* 9: the default, unflatten */
+        for (int op = 0; op < 12; op++) { /* 11: the default, unflatten */
             tk_tensor *ref = NULL, *dy = NULL;
             switch (op) {
             case 0: ref = tk_transpose(f->cpu, hx, 1, 2), dy = tk_transpose(f->gpu, dx, 1, 2); break;
@@ -889,6 +889,21 @@ static void gpu__layout_ops_match_the_reference(void **state)
                 ref = tk_call(f->cpu, "tk::permute", hx, TK_INTS(2, 0, 1, 3));
                 dy = tk_call(f->gpu, "tk::permute", dx, TK_INTS(2, 0, 1, 3));
                 break;
+            case 9: /* expand [3, 1, 5, 64] to [2, 3, 4, 5, 64]: whole rows (the row kernel), stride 0 */
+            case 10: { /* expand [3, 37, 5, 1] to [3, 37, 5, 7]: the last dim broadcast (element kernel) */
+                int d1 = op == 9 ? 1 : 3;
+                tk_tensor *h1 = tk_narrow(f->cpu, hx, d1, 2, 1), *g1 = tk_narrow(f->gpu, dx, d1, 2, 1);
+                if (op == 9) {
+                    ref = tk_call(f->cpu, "tk::expand", h1, TK_INTS(2, 3, 4, 5, 64));
+                    dy = tk_call(f->gpu, "tk::expand", g1, TK_INTS(2, -1, 4, -1, -1));
+                } else {
+                    ref = tk_call(f->cpu, "tk::expand", h1, TK_INTS(-1, -1, -1, 7));
+                    dy = tk_call(f->gpu, "tk::expand", g1, TK_INTS(3, 37, 5, 7));
+                }
+                tk_tensor_free(h1);
+                tk_tensor_free(g1);
+                break;
+            }
             default:
                 ref = tk_call(f->cpu, "tk::unflatten", hx, 3, TK_INTS(4, -1));
                 dy = tk_call(f->gpu, "tk::unflatten", dx, 3, TK_INTS(4, -1));
