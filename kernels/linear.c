@@ -242,16 +242,17 @@ typedef struct lt_extra {
 
 enum { PLAN_EXACT = 1, PLAN_BUCKET = 2 }; /* tk_lt_key.kind */
 
-/* The largest power of two up to 256 that divides the address: what we may promise cuBLASLt
- * (it assumes 256 unless told, and may pick a kernel that needs that). */
-static uint32_t ptr_alignment(const void *p)
+/* The largest power of two up to 256 that divides a (an address, or a byte offset): what we may
+ * promise cuBLASLt (it assumes 256 unless told, and may pick a kernel that needs that). */
+static uint32_t alignment_of(uint64_t a)
 {
-    uintptr_t a = (uintptr_t)p;
     uint32_t al = 256;
     while (al > 1 && (a & (al - 1)))
         al >>= 1;
     return al;
 }
+
+static uint32_t ptr_alignment(const void *p) { return alignment_of((uintptr_t)p); }
 
 static int64_t log2_of(uint32_t v)
 {
@@ -582,9 +583,8 @@ static int matmul_cublaslt(tk_ctx *ctx, const tk_tensor *a, const tk_tensor *b, 
     /* strided batches start every matrix at a multiple of its size: the alignment that holds */
     uint32_t es = (uint32_t)tk_dtype_size(pb.dtype);
     if (batch > 1) {
-        uint32_t am = ptr_alignment((const void *)(uintptr_t)(M * K * es));
-        uint32_t bm = ptr_alignment((const void *)(uintptr_t)(K * N * es));
-        uint32_t dm = ptr_alignment((const void *)(uintptr_t)(M * N * es));
+        uint32_t am = alignment_of((uint64_t)(M * K * es)), bm = alignment_of((uint64_t)(K * N * es));
+        uint32_t dm = alignment_of((uint64_t)(M * N * es));
         pb.align_b = pb.align_b < am ? pb.align_b : am;
         pb.align_a = shared_b || pb.align_a < bm ? pb.align_a : bm;
         pb.align_c = pb.align_d = pb.align_d < dm ? pb.align_d : dm;
@@ -792,20 +792,24 @@ static int matmul_check(tk_ctx *ctx, tk_tensor *const *in)
     if (tk_tensor_dtype(b) != dt)
         return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s (they must share a dtype)", tk_dtype_name(dt),
                             tk_dtype_name(tk_tensor_dtype(b)));
-    format_shape(sa, sizeof sa, a);
-    format_shape(sb, sizeof sb, b);
-    if (ra < 2 || (rb != 2 && rb != ra))
+    if (ra < 2 || (rb != 2 && rb != ra)) {
+        format_shape(sa, sizeof sa, a); /* shapes are formatted for messages only: not per call */
+        format_shape(sb, sizeof sb, b);
         return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s; expected a [..., M, K] and b [K, N] or "
                             "b [..., K, N] with a's leading dims", sa, sb);
+    }
     for (int i = 0; i < rb - 1; i++) {
         /* b's leading dims against a's, then K: a's last against b's second to last */
         int ia = i < rb - 2 ? i : ra - 1;
         tk_sym x = tk_tensor_sym(a, ia), y = tk_tensor_sym(b, i);
         if (tk_sym_is_const(x) && tk_sym_is_const(y)) {
-            if (x.value != y.value)
+            if (x.value != y.value) {
+                format_shape(sa, sizeof sa, a);
+                format_shape(sb, sizeof sb, b);
                 return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s: a dim %d (%lld) != b dim %d (%lld)%s",
                                     sa, sb, ia, (long long)x.value, i, (long long)y.value,
                                     i == rb - 2 ? " (K)" : " (batch)");
+            }
             continue;
         }
         snprintf(what, sizeof what, "a dim %d == b dim %d", ia, i);

@@ -698,6 +698,11 @@ static void gpu__row_ops_match_the_reference(void **state)
 
 /* --- tk::sdpa ------------------------------------------------------------------------------- */
 
+/* Attention's tolerances: f16/bf16 round p to the dtype before p v (tensor cores), the output once
+ * more. */
+#define SDPA_RTOL(dt) ((dt) == TK_F32 ? 1e-4 : (dt) == TK_F16 ? 1e-2 : 3e-2)
+#define SDPA_ATOL(dt) ((dt) == TK_F32 ? 1e-5 : (dt) == TK_F16 ? 2e-3 : 1e-2)
+
 /* q [B, H, S, D] (or [B, S, H*D] with heads), k and v with Sk keys: GPU against the CPU. */
 static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S, int64_t Sk, int64_t D, int causal,
                        int heads_layout)
@@ -722,9 +727,7 @@ static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S,
     snprintf(what, sizeof what, "tk::sdpa %s B=%lld H=%lld S=%lld Sk=%lld D=%lld%s%s", tk_dtype_name(dt), (long long)B,
              (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "",
              heads_layout ? " [B, S, H*D]" : "");
-    /* f16/bf16: p is rounded to the dtype before p v (tensor cores), the output once more */
-    double rtol = dt == TK_F32 ? 1e-4 : dt == TK_F16 ? 1e-2 : 3e-2, atol = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
-    assert_close(what, got, ref, rtol, atol);
+    assert_close(what, got, ref, SDPA_RTOL(dt), SDPA_ATOL(dt));
     tk_tensor *free_list[] = {h[0], h[1], h[2], d[0], d[1], d[2], ref, dy, got};
     for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
         tk_tensor_free(free_list[i]);
@@ -745,8 +748,7 @@ static void check_sdpa_qkv(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_
     char what[160];
     snprintf(what, sizeof what, "tk::sdpa_qkv %s B=%lld H=%lld S=%lld D=%lld%s", tk_dtype_name(dt), (long long)B,
              (long long)H, (long long)S, (long long)D, causal ? " causal" : "");
-    double rtol = dt == TK_F32 ? 1e-4 : dt == TK_F16 ? 1e-2 : 3e-2, atol = dt == TK_F32 ? 1e-5 : dt == TK_F16 ? 2e-3 : 1e-2;
-    assert_close(what, got, ref, rtol, atol);
+    assert_close(what, got, ref, SDPA_RTOL(dt), SDPA_ATOL(dt));
     tk_tensor *free_list[] = {h, d, ref, dy, got};
     for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
         tk_tensor_free(free_list[i]);

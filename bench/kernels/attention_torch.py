@@ -6,11 +6,11 @@ figure is the median of `runs` samples. Prints the backend PyTorch chose beside 
     python3 attention_torch.py [--dtype bf16|f16] [--runs 10] [--reps 10] [--batch-heads 32]
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+from torch_timing import median_us
 
 
 def main():
@@ -30,17 +30,7 @@ def main():
                 q, k, v = (torch.rand(B, H, S, D, device="cuda", dtype=torch.float32).mul(4).sub(2).to(dt)
                            for _ in range(3))
                 fn = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                for _ in range(2):
-                    fn()
-                torch.cuda.synchronize()
-                samples = []
-                for _ in range(a.runs):
-                    t0 = time.perf_counter()
-                    for _ in range(a.reps):
-                        fn()
-                    torch.cuda.synchronize()
-                    samples.append((time.perf_counter() - t0) / a.reps * 1e6)
-                us = statistics.median(samples)
+                us = median_us(fn, a.runs, a.reps, warmup=2)
                 flops = 4 * bh * S * S * D * (0.5 if causal else 1.0)
                 print(f"| {S} | {D} | {'yes' if causal else 'no'} | {us:.1f} | {flops / (us * 1e-6) / 1e12:.1f} |",
                       flush=True)

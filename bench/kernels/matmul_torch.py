@@ -5,10 +5,10 @@ median of `runs` samples.
     python3 matmul_torch.py [--dtype bf16|f16] [--runs 10] [--reps 20]
 """
 import argparse
-import statistics
-import time
 
 import torch
+
+from torch_timing import median_us
 
 CASES = [(96, 1024, 64, 1024, False), (96, 1024, 1024, 64, False), (32, 2048, 128, 2048, False),
          (32, 2048, 2048, 128, False), (8, 1024, 4096, 4096, True)]
@@ -26,17 +26,7 @@ def main():
         x = torch.rand(batch, m, k, device="cuda").mul(2).sub(1).to(dt)
         w = torch.rand(*(() if shared else (batch,)), k, n, device="cuda").mul(2).sub(1).to(dt)
         fn = lambda: torch.matmul(x, w)
-        for _ in range(3):
-            fn()
-        torch.cuda.synchronize()
-        samples = []
-        for _ in range(a.runs):
-            t0 = time.perf_counter()
-            for _ in range(a.reps):
-                fn()
-            torch.cuda.synchronize()
-            samples.append((time.perf_counter() - t0) / a.reps * 1e6)
-        us = statistics.median(samples)
+        us = median_us(fn, a.runs, a.reps)
         print(f"| {batch} | {m} | {k} | {n} | {'shared' if shared else 'batched'} | {us:.1f} | "
               f"{2 * batch * m * n * k / (us * 1e-6) / 1e12:.1f} |", flush=True)
 

@@ -7,28 +7,14 @@ one torch.cuda.synchronize() with time.perf_counter, divided by reps; the figure
     python3 rows_torch.py [--dtype bf16|f16|f32] [--runs 20] [--reps 20]
 """
 import argparse
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
 
+from torch_timing import median_us
+
 CASES = [("gpt2 b1 s128", 128, 768), ("gpt2 b8 s1024", 8192, 768), ("scores b8 h12 s1024", 98304, 1024),
          ("llama b4 s512", 2048, 4096)]
-
-
-def measure(fn, runs, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) / reps * 1e6)
-    return statistics.median(samples)
 
 
 def main():
@@ -47,7 +33,7 @@ def main():
                ("F.layer_norm", lambda: F.layer_norm(x, (cols,), w, b, 1e-5)),
                ("F.rms_norm", lambda: F.rms_norm(x, (cols,), w, 1e-6))]
         for name, fn in ops:
-            us = measure(fn, a.runs, a.reps)
+            us = median_us(fn, a.runs, a.reps)
             gb = 2 * x.numel() * x.element_size() / (us * 1e-6) / 1e9
             print(f"| {what} | {rows} x {cols} | {name} | {us:.2f} | {gb:.0f} |", flush=True)
 

@@ -1,0 +1,21 @@
+"""How the PyTorch side of bench/kernels times a call, the way the C benches (bench_gpu.h) do:
+`warmup` calls and a synchronize, then `runs` samples of `reps` back-to-back calls and one
+torch.cuda.synchronize() with time.perf_counter; the median sample in microseconds a call."""
+import statistics
+import time
+
+import torch
+
+
+def median_us(fn, runs, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+        samples.append((time.perf_counter() - t0) / reps * 1e6)
+    return statistics.median(samples)
