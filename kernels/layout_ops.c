@@ -1,5 +1,6 @@
-/* Layout built-ins, each a copy into a new contiguous tensor (tensors have no strides yet, so no
- * view is zero-copy):
+/* Layout built-ins. Called eagerly each copies into a new contiguous tensor; in a session
+ * (runtime/exec.c) a node whose output is a contiguous run of its input's bytes is a view of them
+ * and copies nothing (tk_layout_view):
  *   tk::permute    (Tensor x, int[] dims) -> Tensor                 x.permute(dims)
  *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor         x.transpose(dim0, dim1)
  *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   x.narrow(...)
@@ -7,7 +8,7 @@
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor       x.unflatten(dim, sizes)
  *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim)
  *   tk::expand     (Tensor x, int[] sizes) -> Tensor                x.expand(sizes)
- * Any dtype; negative dims count from the end. narrow and cat are 2-D copies of rows (tk_copy2d_*:
+ * and tk_split (x.split(sizes, dim)), one tk::narrow per part. Any dtype; negative dims count from the end. narrow and cat are 2-D copies of rows (tk_copy2d_*:
  * 16-byte vectors when every row, pitch and offset allows); permute, transpose and expand (a
  * stride of 0 where a dim of 1 grows) run the strided copy of layout.cu (CPU: tk_ref_strided_copy); flatten and unflatten keep the bytes in order and copy
  * them as they are. Dynamic dims keep their symbols: narrow's length and start are static,
@@ -21,6 +22,7 @@
 #include <tk/runtime.h>
 
 #include "ref.h"
+#include "rt_internal.h"
 
 TK_KERNEL_DECL(tk_strided_copy_b2);
 TK_KERNEL_DECL(tk_strided_copy_b4);
@@ -93,22 +95,19 @@ static int norm_dim(const char *op, const char *what, int64_t d, int rank, int e
     return 0;
 }
 
-/* The permutation of permute (or transpose) from the arguments. */
-static int perm_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int *perm)
+/* The permutation of permute (dims: n entries) or transpose (dims NULL: d0 and d1 swapped). */
+static int perm_from(const char *op, int rank, int64_t d0, int64_t d1, const int64_t *dims, int64_t n, int *perm)
 {
-    int rank = tk_tensor_rank(x), err = 0;
-    if (!strcmp(op, "tk::transpose")) {
+    int err = 0;
+    if (!dims) {
         int a = 0, b = 0;
-        if ((err = norm_dim(op, "dim0", tk_arg_int(ctx, 1), rank, 0, &a)) ||
-            (err = norm_dim(op, "dim1", tk_arg_int(ctx, 2), rank, 0, &b)))
+        if ((err = norm_dim(op, "dim0", d0, rank, 0, &a)) || (err = norm_dim(op, "dim1", d1, rank, 0, &b)))
             return err;
         for (int d = 0; d < rank; d++)
             perm[d] = d;
         perm[a] = b, perm[b] = a;
         return 0;
     }
-    int64_t n = 0;
-    const int64_t *dims = tk_arg_ints(ctx, 1, &n);
     unsigned seen = 0;
     if (n != rank)
         return tk_error_set(TK_EINVAL, "op 'tk::permute': dims has %lld entries, x has rank %d", (long long)n, rank);
@@ -120,6 +119,16 @@ static int perm_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int *perm)
         seen |= 1u << perm[d];
     }
     return 0;
+}
+
+/* The permutation of permute (or transpose) from the call's arguments. */
+static int perm_of(tk_ctx *ctx, const char *op, const tk_tensor *x, int *perm)
+{
+    int64_t n = 0;
+    if (!strcmp(op, "tk::transpose"))
+        return perm_from(op, tk_tensor_rank(x), tk_arg_int(ctx, 1), tk_arg_int(ctx, 2), NULL, 0, perm);
+    const int64_t *dims = tk_arg_ints(ctx, 1, &n);
+    return perm_from(op, tk_tensor_rank(x), 0, 0, dims, n, perm);
 }
 
 /* expand's output dims (as tk::expand's sizes say: -1 keeps x's dim, a dim of 1 grows, new
@@ -444,6 +453,114 @@ LAYOUT_OP(flatten, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -
           reshape_run(ctx, in, out))
 LAYOUT_OP(unflatten, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", reshape_meta,
           reshape_run(ctx, in, out))
+
+/* --- views: layout nodes a session runs without copying ---------------------------------------- */
+
+/* An int argument of a node's recorded scalars, or def when it is not one. */
+static int64_t attr_int(const tk_value *args, int nargs, int i, int64_t def)
+{
+    return args && i < nargs && args[i].kind == TK_VALUE_INT ? args[i].u.i : def;
+}
+
+int tk_layout_view(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape, size_t es,
+                   uint64_t *offset)
+{
+    int perm[TK_MAX_DIMS], dim = 0, ok = 0;
+    *offset = 0;
+    if (!shape)
+        return def == &tk__op_def_tk_flatten_op || def == &tk__op_def_tk_unflatten_op || def == &tk__op_def_tk_narrow_op ||
+               def == &tk__op_def_tk_permute_op || def == &tk__op_def_tk_transpose_op || def == &tk__op_def_tk_expand_op;
+    if (def == &tk__op_def_tk_flatten_op || def == &tk__op_def_tk_unflatten_op)
+        return 1; /* the same bytes in the same order */
+    if (def == &tk__op_def_tk_narrow_op) {
+        int64_t start = attr_int(args, nargs, 2, -1), len = attr_int(args, nargs, 3, -1), outer = 1, inner = 1;
+        if (norm_dim("tk::narrow", "dim", attr_int(args, nargs, 1, INT64_MAX), rank, 0, &dim) || start < 0 || len < 0 ||
+            start + len > shape[dim])
+            goto refused;
+        for (int d = 0; d < rank; d++) {
+            outer *= d < dim ? shape[d] : 1;
+            inner *= d > dim ? shape[d] : 1;
+        }
+        /* one run of bytes: nothing before dim repeats it, or the whole dim is kept */
+        ok = outer == 1 || len == shape[dim];
+        *offset = ok ? (uint64_t)(start * inner) * es : 0;
+        return ok;
+    }
+    if (def == &tk__op_def_tk_permute_op || def == &tk__op_def_tk_transpose_op) {
+        const tk_value *dims = args && nargs > 1 && args[1].kind == TK_VALUE_INTS ? &args[1] : NULL;
+        int transpose = def == &tk__op_def_tk_transpose_op, last = -1;
+        if ((!transpose && !dims) ||
+            perm_from(def->name, rank, attr_int(args, nargs, 1, INT64_MAX), attr_int(args, nargs, 2, INT64_MAX),
+                      transpose ? NULL : dims->u.ints.v, transpose ? 0 : dims->u.ints.n, perm))
+            goto refused;
+        /* dims of 1 may move anywhere; the others must keep their order */
+        for (int d = 0; d < rank; d++) {
+            if (shape[perm[d]] == 1)
+                continue;
+            if (perm[d] < last)
+                return 0;
+            last = perm[d];
+        }
+        return 1;
+    }
+    if (def == &tk__op_def_tk_expand_op) { /* no dim grows: new leading dims of 1, the others kept */
+        const tk_value *sz = args && nargs > 1 && args[1].kind == TK_VALUE_INTS ? &args[1] : NULL;
+        if (!sz || sz->u.ints.n < rank)
+            return 0;
+        for (int64_t i = 0; i < sz->u.ints.n; i++) {
+            int64_t j = i - (sz->u.ints.n - rank), want = sz->u.ints.v[i];
+            if (j < 0 ? want != 1 : want != -1 && want != shape[j])
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+refused: /* arguments the export checked; a copy then reports them */
+    tk_error_clear();
+    return 0;
+}
+
+int tk_split_at(tk_ctx *ctx, const char *file, int line, tk_tensor *x, const int64_t *sizes, int n, int dim,
+                tk_tensor **parts)
+{
+    int d = 0, err = 0;
+    int64_t total = 0, start = 0;
+    char what[96];
+    for (int i = 0; parts && i < n; i++)
+        parts[i] = NULL;
+    if (!x || !sizes || !parts || n < 1)
+        return tk_error_set(TK_EINVAL, "tk_split: expected a tensor, n >= 1 sizes and room for n parts (got n %d)", n);
+    if ((err = norm_dim("tk::split", "dim", dim, tk_tensor_rank(x), 0, &d)))
+        return err;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0)
+            return tk_error_set(TK_EINVAL, "tk_split: sizes[%d] is %lld (expected >= 0)", i, (long long)sizes[i]);
+        total += sizes[i];
+    }
+    snprintf(what, sizeof what, "x dim %d == the sum of split's sizes (%lld)", d, (long long)total);
+    if (ctx) { /* the requirement's site is the model's call of tk_split */
+        tk_site outer = ctx->site;
+        ctx->site = (tk_site){"tk::split", file, line};
+        err = tk_require_eq(ctx, tk_tensor_sym(x, d), TK_SYM(total), what);
+        ctx->site = outer;
+    } else {
+        err = tk_require_eq(ctx, tk_tensor_sym(x, d), TK_SYM(total), what);
+    }
+    if (err)
+        return err;
+    for (int i = 0; i < n; start += sizes[i], i++) {
+        const tk_value args[] = {tk__val_tensor(x), tk__val_int(d), tk__val_int(start), tk__val_int(sizes[i])};
+        if (!(parts[i] = tk_call_at(ctx, "tk::narrow", file, line, 4, args))) {
+            err = tk_error_last_code() ? tk_error_last_code() : TK_EINTERNAL;
+            for (int j = 0; j < i; j++) {
+                tk_tensor_free(parts[j]);
+                parts[j] = NULL;
+            }
+            return err;
+        }
+    }
+    return 0;
+}
 
 tk_tensor *(tk_transpose)(tk_ctx *ctx, tk_tensor *x, int dim0, int dim1)
 {

@@ -50,6 +50,8 @@ typedef struct xvalue {
     int output;           /* the program output it is (first occurrence), or -1 */
     int fused_away;       /* made and read only inside a fused node: never stored */
     int folded;           /* computed from parameters alone, once per device (fold_nodes) */
+    int src;              /* made by a layout node that may be a view (mark_views): its input, else -1 */
+    int hold;             /* the last node reading a view of this value's bytes, else -1 */
 } xvalue;
 
 typedef struct xnode {
@@ -62,6 +64,7 @@ typedef struct xnode {
     int folded;           /* reads parameters (or folded values) only: run once per device with the weights */
     tk_value *attrs;      /* per argument: its scalar (program.json's attrs), or a tensor kind; NULL: none */
     const char *label;    /* the op name profiles show */
+    const char *view_label; /* ... when the node is a view in a run: "tk::flatten (view)" */
 } xnode;
 
 /* A guard of program.json: lhs == rhs, or lo <= lhs <= hi. */
@@ -102,6 +105,7 @@ struct tk_exec_program {
     size_t nfolded;       /* nodes folded (fold_nodes) */
     char *fold_labels;    /* their labels, one allocation */
     char *labels;         /* the absorbed nodes' labels, one allocation */
+    char *view_labels;    /* the view nodes' labels, one allocation */
 };
 
 /* --- preparing a program -------------------------------------------------------------------- */
@@ -144,6 +148,7 @@ static int add_values(tk_exec_program *p, const tk_pm_value *vals, size_t n, int
         v->index = kind == V_NODE ? node : (int)i;
         v->first = v->last = kind == V_NODE ? node : -1;
         v->output = -1;
+        v->src = v->hold = -1;
     }
     return 0;
 }
@@ -412,6 +417,54 @@ static int fuse_nodes(tk_exec_program *p)
     return 0;
 }
 
+/* --- views ---------------------------------------------------------------------------------------
+ * Tensors are contiguous, so a layout node (flatten, unflatten, narrow, permute, transpose,
+ * expand) whose output is a contiguous run of its input's bytes needs no copy: each plan asks
+ * tk_layout_view (kernels/layout_ops.c) for its shapes and, where it answers yes, binds the
+ * output to the input's storage at the run's offset and skips the node. Here the candidates are
+ * marked, and the storage they read stays alive (hold) as long as any view of it is read. Not for
+ * program outputs (a caller's tensor of its own), folded nodes (computed once anyway), or programs
+ * with an op that writes its input (a view would see the write, a copy does not). TK_VIEWS=0
+ * turns it off (comparisons). */
+static int mark_views(tk_exec_program *p)
+{
+    size_t nn = p->m->nnodes, cap = 0, used = 0;
+    const char *off = getenv("TK_VIEWS");
+    if (off && !strcmp(off, "0"))
+        return 0;
+    for (size_t n = 0; n < nn; n++)
+        for (int i = 0; i < p->nodes[n].nin && i < TK_SCHEMA_MAX; i++)
+            if (p->nodes[n].op.schema.mutated[i])
+                return 0;
+    for (size_t n = 0; n < nn; n++) {
+        xnode *x = &p->nodes[n];
+        uint64_t off;
+        if (x->absorbed || x->folded || x->pm->nout != 1 || x->nin < 1 || x->in[0] < 0 ||
+            !tk_layout_view(x->op.def, NULL, 0, 0, NULL, 0, &off))
+            continue;
+        int v = x->out[0];
+        if (p->values[v].output >= 0 || p->values[v].folded || p->values[x->in[0]].fused_away)
+            continue;
+        p->values[v].src = x->in[0];
+        for (int u = x->in[0]; u >= 0; u = p->values[u].src)
+            if (p->values[u].hold < p->values[v].last)
+                p->values[u].hold = p->values[v].last;
+        cap += strlen(x->pm->op) + 8;
+    }
+    if (!cap)
+        return 0;
+    if (!(p->view_labels = malloc(cap)))
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    for (size_t n = 0; n < nn; n++) {
+        xnode *x = &p->nodes[n];
+        if (x->pm->nout != 1 || p->values[x->out[0]].src < 0)
+            continue;
+        x->view_label = p->view_labels + used;
+        used += (size_t)snprintf(p->view_labels + used, cap - used, "%s (view)", x->pm->op) + 1;
+    }
+    return 0;
+}
+
 /* "f32 [64, 128]", for messages. */
 static const char *shape_text(char *buf, size_t n, tk_dtype dtype, int rank, const int64_t *shape)
 {
@@ -487,7 +540,7 @@ static int prepare(tk_exec_program *p, const void *weights, size_t len)
     for (size_t i = 0; i < m->nguards; i++, p->nguards++)
         if ((rc = parse_guard(p, &p->guards[i], m->guards[i], vars)))
             return rc;
-    if ((rc = link_nodes(p)) || (rc = fold_nodes(p)) || (rc = fuse_nodes(p)))
+    if ((rc = link_nodes(p)) || (rc = fold_nodes(p)) || (rc = fuse_nodes(p)) || (rc = mark_views(p)))
         return rc;
     snprintf(stname, sizeof stname, "%s:weights.safetensors", p->origin);
     if (m->nparams && !weights)
@@ -551,6 +604,7 @@ void tk_exec_program_free(tk_exec_program *p)
     free(p->nodes);
     free(p->labels);
     free(p->fold_labels);
+    free(p->view_labels);
     free(p->outputs);
     free(p->guards);
     free(p->pentries);
@@ -620,6 +674,7 @@ typedef struct plan {
     int64_t *shapes;       /* nvalues * TK_MAX_DIMS */
     size_t *offset;        /* SIZE_MAX: not in the arena */
     size_t *size;          /* bytes of each value */
+    uint64_t *view_at;     /* a view's start in its source's bytes (mark_views); UINT64_MAX: none */
     size_t total;
     size_t runs;
     int graph_state;       /* under the session's capture lock */
@@ -795,6 +850,7 @@ static void plan_free(tk_session *s, plan *pl)
     free(pl->shapes);
     free(pl->offset);
     free(pl->size);
+    free(pl->view_at);
     free(pl);
 }
 
@@ -1114,10 +1170,10 @@ static int in_arena(const tk_session *s, const xvalue *v)
 }
 
 /* The last node during which a value's storage is in use: to the end for outputs kept in the
- * arena (copied out afterwards). */
+ * arena (copied out afterwards), else until its last reader or the last reader of a view of it. */
 static int life_end(const tk_session *s, const xvalue *x)
 {
-    return x->output >= 0 && s->staged ? (int)s->p->m->nnodes : x->last;
+    return x->output >= 0 && s->staged ? (int)s->p->m->nnodes : x->hold > x->last ? x->hold : x->last;
 }
 
 /* Lowest 256-aligned offset where value v fits beside the arena values alive at the same time
@@ -1157,7 +1213,8 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
     plan *pl = calloc(1, sizeof(*pl));
     *out = NULL;
     if (!pl || !(pl->shapes = calloc(n * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
-        !(pl->offset = calloc(n + 1, sizeof(size_t))) || !(pl->size = calloc(n + 1, sizeof(size_t)))) {
+        !(pl->offset = calloc(n + 1, sizeof(size_t))) || !(pl->size = calloc(n + 1, sizeof(size_t))) ||
+        !(pl->view_at = calloc(n + 1, sizeof(uint64_t)))) {
         plan_free(s, pl);
         return tk_error_set(TK_ENOMEM, "out of memory");
     }
@@ -1178,6 +1235,18 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
         }
         pl->size[v] = bytes;
         pl->offset[v] = SIZE_MAX;
+        pl->view_at[v] = UINT64_MAX;
+        if (x->src >= 0) { /* a view of its source's bytes for these shapes: no storage of its own */
+            const xnode *node = &p->nodes[x->index];
+            const xvalue *from = &p->values[x->src];
+            uint64_t at;
+            if (tk_layout_view(node->op.def, node->attrs, node->nin, from->pm->rank,
+                               &pl->shapes[(size_t)x->src * TK_MAX_DIMS], tk_dtype_size(from->pm->dtype), &at) &&
+                at + bytes <= pl->size[x->src]) {
+                pl->view_at[v] = at;
+                continue;
+            }
+        }
         if (!in_arena(s, x))
             continue;
         pl->offset[v] = place(s, pl, (int)v);
@@ -1373,10 +1442,18 @@ static double now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* Whether node n runs no work of its own in a run of pl: absorbed by a fusion, folded with the
+ * weights, or a view of its input's bytes. */
+static int skipped(const tk_exec_program *p, const plan *pl, size_t n)
+{
+    const xnode *x = &p->nodes[n];
+    return x->absorbed || x->folded || (x->pm->nout == 1 && pl->view_at[x->out[0]] != UINT64_MAX);
+}
+
 /* Runs every node on ctx (the session's, or the capture thread's) with its outputs in place;
  * with prof, times each (on a GPU with events around each node, read at the end unless the
  * nodes are being captured into a graph). */
-static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile *prof, int captured)
+static int run_nodes(tk_session *s, const plan *pl, tk_ctx *ctx, tk_tensor **t, tk_node_profile *prof, int captured)
 {
     const tk_exec_program *p = s->p;
     int gpu = ctx->device.kind == TK_DEVICE_CUDA, rc = 0;
@@ -1385,9 +1462,9 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
     for (size_t n = 0; n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
         double t0 = 0;
-        if (x->absorbed || x->folded) { /* ran inside the node before, or with the weights */
+        if (skipped(p, pl, n)) { /* ran inside the node before, or with the weights, or a view */
             if (prof)
-                prof[n] = (tk_node_profile){.op = x->label};
+                prof[n] = (tk_node_profile){.op = x->absorbed || x->folded ? x->label : x->view_label};
             continue;
         }
         node_args(x, t, in, args);
@@ -1411,7 +1488,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
         }
     }
     for (size_t n = 0; prof && gpu && !captured && n < p->m->nnodes; n++)
-        if (!p->nodes[n].absorbed && !p->nodes[n].folded && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
+        if (!skipped(p, pl, n) && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
             return rc;
     return 0;
 }
@@ -1423,7 +1500,7 @@ static int run_nodes(tk_session *s, tk_ctx *ctx, tk_tensor **t, tk_node_profile 
  * twice: the GPU runs the nodes back to back, as a service's replays do, and each event pair
  * times one node alone. When the nodes cannot be captured (an op that allocates or waits), the
  * eager times stay. */
-static int time_in_graph(tk_session *s, tk_tensor **t, tk_node_profile *prof)
+static int time_in_graph(tk_session *s, const plan *pl, tk_tensor **t, tk_node_profile *prof)
 {
     size_t nn = s->p->m->nnodes;
     void *exec = NULL;
@@ -1432,7 +1509,7 @@ static int time_in_graph(tk_session *s, tk_tensor **t, tk_node_profile *prof)
         return tk_error_set(TK_ENOMEM, "out of memory");
     int rc = tk_cuda_capture_begin(s->ctx);
     if (!rc) {
-        int body = run_nodes(s, s->ctx, t, cap, 1);
+        int body = run_nodes(s, pl, s->ctx, t, cap, 1);
         rc = tk_cuda_capture_end(s->ctx, body == 0, &exec);
         if (!rc && body)
             rc = body;
@@ -1445,7 +1522,7 @@ static int time_in_graph(tk_session *s, tk_tensor **t, tk_node_profile *prof)
     for (int rep = 0; rep < 2 && !rc; rep++)
         rc = tk_cuda_graph_launch(s->ctx, exec);
     for (size_t n = 0; !rc && n < nn; n++)
-        if (!s->p->nodes[n].absorbed && !s->p->nodes[n].folded)
+        if (!skipped(s->p, pl, n))
             rc = tk_cuda_event_elapsed_us(s->ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us);
     if (!rc)
         rc = tk_ctx_sync(s->ctx);
@@ -1454,7 +1531,7 @@ static int time_in_graph(tk_session *s, tk_tensor **t, tk_node_profile *prof)
 }
 
 /* A profiled run: eager, node times into the session's profile. */
-static int run_profiled(tk_session *s, tk_tensor **t)
+static int run_profiled(tk_session *s, const plan *pl, tk_tensor **t)
 {
     size_t nn = s->p->m->nnodes;
     int rc;
@@ -1474,9 +1551,9 @@ static int run_profiled(tk_session *s, tk_tensor **t)
             }
         }
     }
-    rc = run_nodes(s, s->ctx, t, prof, 0);
+    rc = run_nodes(s, pl, s->ctx, t, prof, 0);
     if (!rc && s->ctx->device.kind == TK_DEVICE_CUDA)
-        rc = time_in_graph(s, t, prof);
+        rc = time_in_graph(s, pl, t, prof);
     if (rc) {
         free(prof);
         return rc;
@@ -1489,13 +1566,13 @@ static int run_profiled(tk_session *s, tk_tensor **t)
 
 /* Nodes captured on ctx into a new graph (*exec); NULL with the error set when the capture failed
  * (an op that allocates or synchronizes). */
-static int capture(tk_session *s, tk_ctx *ctx, tk_tensor **t, void **exec)
+static int capture(tk_session *s, const plan *pl, tk_ctx *ctx, tk_tensor **t, void **exec)
 {
     *exec = NULL;
     int rc = tk_cuda_capture_begin(ctx);
     if (rc)
         return rc;
-    int body = run_nodes(s, ctx, t, NULL, 1);
+    int body = run_nodes(s, pl, ctx, t, NULL, 1);
     rc = tk_cuda_capture_end(ctx, body == 0, exec);
     if (!rc && (body || !*exec)) {
         tk_cuda_graph_free(ctx, *exec);
@@ -1537,6 +1614,10 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
             t[v] = NULL;
         } else if (x->folded) {
             t[v] = s->folded[v];
+        } else if (pl->view_at[v] != UINT64_MAX) { /* bytes of a value bound before it */
+            char *at = t[x->src] && tk_tensor_data(t[x->src]) ? (char *)tk_tensor_data(t[x->src]) + pl->view_at[v] : NULL;
+            tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);
+            t[v] = &views[v];
         } else if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
             void *at = ptrs[x->kind == V_INPUT ? (size_t)x->index : p->m->ninputs + (size_t)x->output];
             tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);
@@ -1647,7 +1728,7 @@ static void *capture_one(tk_session *s, plan *pl, bind_mode mode, void *const *p
     void *exec = NULL;
     int rc = bind_tensors(s, s->cap_ctx, pl, mode, NULL, NULL, s->cap_t, s->cap_views, NULL, ptrs);
     for (int attempt = 0; !rc && !exec && attempt < 2; attempt++)
-        capture(s, s->cap_ctx, s->cap_t, &exec);
+        capture(s, pl, s->cap_ctx, s->cap_t, &exec);
     tk_error_clear();
     return exec;
 }
@@ -1936,13 +2017,13 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
     if (s->profiling) {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
         if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
-            rc = run_profiled(s, t);
+            rc = run_profiled(s, pl, t);
         /* the timing graph's replays ran the nodes again after the eager run, which may have reused
          * a staged input's arena space for a later value: the inputs staged again, the nodes once
          * more, so the outputs are those of the caller's inputs */
         if (!rc && mode == BIND_STAGED && s->ctx->device.kind == TK_DEVICE_CUDA &&
             !(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
-            rc = run_nodes(s, s->ctx, t, NULL, 0);
+            rc = run_nodes(s, pl, s->ctx, t, NULL, 0);
     } else if ((g = direct_graph(s, pl, in, out))) {
         if (!(rc = bind_tensors(s, s->ctx, pl, BIND_DIRECT, in, out, t, s->views, made, NULL)) &&
             !(rc = tk_cuda_graph_launch(s->ctx, g))) {
@@ -1956,7 +2037,7 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
     } else {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
         if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
-            rc = run_nodes(s, s->ctx, t, NULL, 0);
+            rc = run_nodes(s, pl, s->ctx, t, NULL, 0);
         if (!rc && s->graphs && (!s->space_large || pl->runs >= 1))
             capture_later(s, pl);
     }

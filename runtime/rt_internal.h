@@ -255,4 +255,14 @@ int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, 
  * Both defs must be the process's built-ins. */
 const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *next);
 
+/* Whether a node of layout built-in def (kernels/layout_ops.c), with its recorded arguments
+ * (args: nargs values, scalars where the node has them) over an input of this concrete shape and
+ * element size, gives a contiguous run of the input's bytes: 1 with the run's start in *offset
+ * (bytes), so a session binds the output there and runs nothing; 0 for any other op or when the
+ * node must copy. flatten and unflatten always; narrow when the dims before its dim are 1 or it
+ * keeps the whole dim; permute and transpose when only dims of 1 move; expand when nothing grows.
+ * With shape NULL: whether def is one of those ops at all. */
+int tk_layout_view(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape, size_t es,
+                   uint64_t *offset);
+
 #endif

@@ -286,6 +286,31 @@ TK_PROGRAM(layout_prod_prog, "layout_prod", TK_INPUT("x", TK_F32, TK_DIM("batch"
     return out[0] ? 0 : TK_EINVAL;
 }
 
+static int g_split_line;
+
+/* tk_split along a static dim, then along the dynamic one (its sum pins batch) */
+static int split_model(tk_ctx *ctx, tk_tensor *const *in, tk_tensor **out)
+{
+    tk_tensor *p[2], *q[2];
+    const int64_t cols[] = {2, 4}, rows[] = {1, 2};
+    g_split_line = __LINE__; int rc = tk_split(ctx, in[0], cols, 2, -1, p);
+    if (rc || (rc = tk_split(ctx, p[1], rows, 2, 0, q)))
+        return rc;
+    out[0] = p[0], out[1] = q[0], out[2] = q[1];
+    tk_tensor_free(p[1]);
+    return 0;
+}
+
+TK_PROGRAM(split_prog, "split", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), 6))
+{
+    return split_model(ctx, in, out);
+}
+
+TK_PROGRAM(split_static_prog, "split_static", TK_INPUT("x", TK_F32, 3, 6))
+{
+    return split_model(ctx, in, out);
+}
+
 static int g_outs_line, g_chain_line;
 
 /* two outputs through the public call API: one node with the model's line */
@@ -741,6 +766,48 @@ static char *edited_json(const tk_program_model *m, const char *from, const char
 
 /* Layout ops keep the batch symbolic (a floor division, its guard, a product by a constant), and
  * a session runs them: out[i][k][j] == x[i][j][k]. Flattening two dynamic dims gives their product. */
+/* tk_split: one tk::narrow node a part, each with the model's line; a split of a dynamic dim
+ * pins it to the sizes' sum; eager refusals name what was wrong. */
+static void trace__split_is_one_narrow_a_part(void **state)
+{
+    (void)state;
+    tk_program_model *m = trace_ok("split_static", NULL);
+    assert_int_equal(m->nnodes, 4);
+    for (int i = 0; i < 4; i++) {
+        assert_string_equal(m->nodes[i].op, "tk::narrow");
+        assert_int_equal(m->nodes[i].line, g_split_line + (i >= 2));
+    }
+    tk_program_model_free(m);
+    char msg[256];
+    snprintf(msg, sizeof msg, "is forced to 3 by op 'tk::split' at tests/test_exporter.c:%d (x dim 0 == the sum of "
+             "split's sizes (3))", g_split_line + 1);
+    assert_int_equal(trace_rc("split", NULL), TK_EINVAL);
+    assert_contains(tk_error_last(), msg);
+    tk_ctx *ctx = NULL;
+    tk_tensor *x = NULL, *parts[3] = {NULL, NULL, NULL};
+    const int64_t shape[2] = {3, 6}, ok[] = {1, 5}, bad_sum[] = {2, 3}, neg[] = {7, -1};
+    tk_assert_ok(tk_ctx_new(&ctx, (tk_device){TK_DEVICE_CPU, 0}));
+    tk_assert_ok(tk_tensor_new(&x, ctx, (tk_device){TK_DEVICE_CPU, 0}, TK_F32, 2, shape));
+    float *xp = tk_tensor_data(x);
+    for (int i = 0; i < 18; i++)
+        xp[i] = (float)i;
+    tk_assert_ok(tk_split(ctx, x, ok, 2, 1, parts));
+    assert_int_equal(tk_tensor_dim(parts[1], 1), 5);
+    for (int r = 0; r < 3; r++) {
+        assert_true(((float *)tk_tensor_data(parts[0]))[r] == xp[r * 6]);
+        for (int c = 0; c < 5; c++)
+            assert_true(((float *)tk_tensor_data(parts[1]))[r * 5 + c] == xp[r * 6 + 1 + c]);
+    }
+    tk_tensor_free(parts[0]);
+    tk_tensor_free(parts[1]);
+    tk_assert_fails(tk_split(ctx, x, bad_sum, 2, 1, parts), TK_EINVAL, "x dim 1 == the sum of split's sizes (5)");
+    assert_null(parts[0]);
+    tk_assert_fails(tk_split(ctx, x, neg, 2, 0, parts), TK_EINVAL, "tk_split: sizes[1] is -1 (expected >= 0)");
+    tk_assert_fails(tk_split(ctx, x, ok, 2, 2, parts), TK_EINVAL, "op 'tk::split': dim is 2, outside [-2, 1]");
+    tk_tensor_free(x);
+    tk_ctx_free(ctx);
+}
+
 static void trace__layout_ops_keep_dynamic_dims(void **state)
 {
     (void)state;
@@ -1501,6 +1568,7 @@ int main(void)
         cmocka_unit_test(trace__scalar_arguments_are_recorded_stored_and_passed_again),
         cmocka_unit_test(tkprog__attrs_are_checked_against_the_schema),
         cmocka_unit_test(trace__layout_ops_keep_dynamic_dims),
+        cmocka_unit_test(trace__split_is_one_narrow_a_part),
         cmocka_unit_test(trace__a_null_passed_on_names_the_first_failure),
         cmocka_unit_test(trace__a_meta_that_reads_a_dynamic_dim_as_a_number_is_refused),
         cmocka_unit_test(guards__forcing_message_names_dim_op_line_and_fix),

@@ -657,6 +657,74 @@ static void exec__folded_weights_serve_two_programs_and_changing_shapes(void **s
     free(w);
 }
 
+/* --- views -------------------------------------------------------------------------------------- */
+
+/* tk_layout_view answers yes only where the output is one contiguous run of the input's bytes. */
+static void exec__layout_views_only_where_the_bytes_run_contiguous(void **state)
+{
+    (void)state;
+    const tk_op_def *narrow = tk_op_find("tk::narrow"), *perm = tk_op_find("tk::permute"),
+                    *tr = tk_op_find("tk::transpose"), *expand = tk_op_find("tk::expand"),
+                    *flatten = tk_op_find("tk::flatten"), *add = tk_op_find("tk::add");
+    const int64_t s2x6[] = {2, 6}, s1x6[] = {1, 6}, s1513[] = {1, 5, 1, 3}, s15[] = {1, 5};
+    const int64_t p_ok[] = {2, 1, 0, 3}, p_bad[] = {0, 3, 2, 1}, grow[] = {4, 1, 5}, keep[] = {1, 1, -1};
+    tk_value nar_rows[] = {tk__val_tensor(NULL), tk__val_int(0), tk__val_int(1), tk__val_int(1)},
+             nar_cols[] = {tk__val_tensor(NULL), tk__val_int(-1), tk__val_int(2), tk__val_int(3)},
+             nar_past[] = {tk__val_tensor(NULL), tk__val_int(1), tk__val_int(5), tk__val_int(3)},
+             pa[] = {tk__val_tensor(NULL), tk__val_ints(p_ok, 4)}, pb[] = {tk__val_tensor(NULL), tk__val_ints(p_bad, 4)},
+             t01[] = {tk__val_tensor(NULL), tk__val_int(0), tk__val_int(1)},
+             eg[] = {tk__val_tensor(NULL), tk__val_ints(grow, 3)}, ek[] = {tk__val_tensor(NULL), tk__val_ints(keep, 3)};
+    uint64_t off = 99;
+    tk_error_clear();
+    assert_true(tk_layout_view(flatten, NULL, 0, 2, s2x6, 4, &off) && off == 0);
+    assert_true(tk_layout_view(narrow, nar_rows, 4, 2, s2x6, 4, &off) && off == 6 * 4); /* row 1 of 2 */
+    assert_false(tk_layout_view(narrow, nar_cols, 4, 2, s2x6, 4, &off));                 /* cols of 2 rows */
+    assert_true(tk_layout_view(narrow, nar_cols, 4, 2, s1x6, 2, &off) && off == 2 * 2);  /* cols of 1 row */
+    assert_false(tk_layout_view(narrow, nar_past, 4, 2, s1x6, 4, &off));                 /* past the dim */
+    assert_false(tk_layout_view(narrow, nar_rows, 2, 2, s2x6, 4, &off));                 /* args missing */
+    assert_true(tk_layout_view(perm, pa, 2, 4, s1513, 4, &off));  /* only 1s move */
+    assert_false(tk_layout_view(perm, pb, 2, 4, s1513, 4, &off)); /* 5 and 3 swap */
+    assert_true(tk_layout_view(tr, t01, 3, 2, s15, 4, &off));
+    assert_false(tk_layout_view(tr, t01, 3, 2, s2x6, 4, &off));
+    assert_false(tk_layout_view(expand, eg, 2, 2, s15, 4, &off)); /* grows */
+    assert_true(tk_layout_view(expand, ek, 2, 2, s15, 4, &off));
+    assert_false(tk_layout_view(add, NULL, 0, 2, s2x6, 4, &off));
+    assert_false(tk_layout_view(add, NULL, 0, 0, NULL, 0, &off));
+    assert_true(tk_layout_view(narrow, NULL, 0, 0, NULL, 0, &off));
+    assert_null(tk_error_last_code() ? tk_error_last() : NULL);
+}
+
+/* test::views on a CPU session, a new batch each call: the results; which nodes ran as views. */
+static void exec__layout_nodes_run_as_views_of_their_input(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    const tk_node_profile *prof;
+    fixture_init(&fx, tp_views_model());
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
+    tk_assert_ok(tk_session_set_profiling(s, 1));
+    const int64_t batches[] = {1, 3, 1, 64, 2, 17, 1};
+    for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
+        tk_tensor *x = tp_input(batches[i], (int)i), *out[2] = {NULL, NULL};
+        tk_assert_ok(tk_session_run(s, &x, 1, out, 2));
+        tp_views_check(x, out[0], out[1]);
+        assert_int_equal(tk_session_profile(s, &prof), 8);
+        int one = batches[i] == 1;
+        assert_string_equal(prof[1].op, "tk::flatten (view)");
+        assert_string_equal(prof[2].op, "tk::unflatten (view)");
+        assert_string_equal(prof[3].op, one ? "tk::narrow (view)" : "tk::narrow");
+        assert_string_equal(prof[6].op, one ? "tk::transpose (view)" : "tk::transpose");
+        assert_string_equal(prof[4].op, "tk::mul");
+        assert_true(prof[1].bytes == 0 && prof[2].bytes == 0);
+        tk_tensor_free(out[0]);
+        tk_tensor_free(out[1]);
+        tk_tensor_free(x);
+    }
+    tk_session_free(s);
+    fixture_release(&fx);
+}
+
 static void exec__bad_programs_are_refused(void **state)
 {
     (void)state;
@@ -1526,6 +1594,8 @@ int main(void)
         cmocka_unit_test(exec__linear_and_its_elementwise_consumer_run_fused),
         cmocka_unit_test(exec__parameter_only_nodes_are_folded_with_the_weights),
         cmocka_unit_test(exec__folded_weights_serve_two_programs_and_changing_shapes),
+        cmocka_unit_test(exec__layout_views_only_where_the_bytes_run_contiguous),
+        cmocka_unit_test(exec__layout_nodes_run_as_views_of_their_input),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),

@@ -242,6 +242,53 @@ static void gpu__a_new_batch_every_call_stays_correct(void **state)
     fixture_release(&fx);
 }
 
+/* test::views on the GPU, a batch in [1, 4] each call (1: narrow and transpose are views too),
+ * the input from the host (staged graphs) or already on the device (eager, then direct graphs
+ * on the same tensors): every result against the host's. */
+static void gpu__layout_views_stay_correct_through_graphs(void **state)
+{
+    (void)state;
+    tk_program_model *m = tp_views_model();
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    tk_exec_program *p;
+    tk_session *s;
+    tk_exec_stats st;
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'views'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s, p, GPU, NULL));
+    tk_ctx *ctx = tk_session_ctx(s);
+    size_t replayed = 0;
+    for (int i = 0; i < 120; i++) {
+        int64_t batch = 1 + (i * 7 % 11) % 4;
+        int on_device = (i / 20) % 2;
+        tk_tensor *x = tp_input(batch, i % 3), *dx = NULL, *out[2] = {NULL, NULL}, *host[2];
+        if (on_device) {
+            tk_assert_ok(tk_tensor_new(&dx, ctx, GPU, TK_F32, 2, tk_tensor_shape(x)));
+            tk_assert_ok(tk_tensor_copy(ctx, dx, x));
+        }
+        tk_tensor *arg = on_device ? dx : x;
+        tk_assert_ok(tk_session_run(s, &arg, 1, out, 2));
+        tk_exec_session_stats(s, &st);
+        replayed += st.last_mode == TK_EXEC_REPLAYED;
+        for (int o = 0; o < 2; o++) {
+            tk_assert_ok(tk_tensor_new(&host[o], NULL, CPU, TK_F32, 2, tk_tensor_shape(out[o])));
+            tk_assert_ok(tk_tensor_copy(ctx, host[o], out[o]));
+            tk_tensor_free(out[o]);
+        }
+        tk_assert_ok(tk_ctx_sync(ctx));
+        tp_views_check(x, host[0], host[1]);
+        tk_tensor_free(host[0]);
+        tk_tensor_free(host[1]);
+        tk_tensor_free(dx);
+        tk_tensor_free(x);
+    }
+    assert_true(replayed > 0);
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    tk_program_model_free(m);
+    free(w);
+}
+
 static void gpu__sessions_share_weights_and_agree(void **state)
 {
     (void)state;
@@ -508,6 +555,7 @@ int main(void)
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
+        cmocka_unit_test(gpu__layout_views_stay_correct_through_graphs),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
         cmocka_unit_test(gpu__same_tensors_run_through_a_direct_graph),

@@ -148,6 +148,100 @@ static inline void tp_check(const tk_tensor *x, const tk_tensor *y, const tk_ten
     }
 }
 
+/* test::views, x [batch, 4]; outputs y = 2x + x*x and z = transpose(4 x[:, 1:3]) [2, batch]:
+ *   n0 a = add(x, x)              n1 f = flatten(a) [4*batch]    n2 g = unflatten(f, 0, [-1, 4])
+ *   n3 h = narrow(a, 1, 1, 2)     n4 k = mul(x, x)               n5 y = add(g, k)
+ *   n6 t = transpose(h, 0, 1)     n7 z = add(t, t)
+ * f and g are views of a's bytes in every run; h and t only at batch 1 (a's rows of one). k is
+ * made after a's last direct reader (n3) while g, a view of a, is still to be read (n5): it must
+ * not take a's place. Values: x 0, a 1, f 2, g 3, h 4, k 5, y 6, t 7, z 8. */
+static inline tk_pm_node *tp_node(tk_program_model *m, const char *op, int nin, int line, int a, int b)
+{
+    tk_pm_node *n = tk_pm_add_node(m, op, nin, 1, "views.c", line);
+    assert_non_null(n);
+    n->inputs[0] = a;
+    for (int i = 1; i < nin; i++)
+        n->inputs[i] = i == 1 ? b : -1;
+    return n;
+}
+
+static inline void tp_int_attrs(tk_program_model *m, tk_pm_node *n, int first, int count, const int64_t *vals,
+                                const char *const *names)
+{
+    tk_pm_attr *a = tk_pm_node_attrs(m, n, count);
+    assert_non_null(a);
+    for (int i = 0; i < count; i++)
+        a[i] = (tk_pm_attr){.name = tk_pm_strdup(m, names[i]), .arg = first + i, .kind = TK_VALUE_INT, .i = vals[i]};
+}
+
+static inline tk_program_model *tp_views_model(void)
+{
+    tk_program_model *m;
+    static const int64_t narrow_args[] = {1, 1, 2}, transpose_args[] = {0, 1}, unflatten_sizes[] = {-1, TP_IN};
+    tk_assert_ok(tk_program_model_new(&m, "test::views"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, TP_IN);
+    tk_pm_node *n = tp_node(m, "tk::add", 2, 1, 0, 0);
+    tp_set(m, &n->outputs[0], 1, NULL, 2, "batch", 0, TP_IN);
+    static const int64_t flatten_args[] = {0, -1};
+    static const char *const flatten_names[] = {"start_dim", "end_dim"}, *const narrow_names[] = {"dim", "start", "length"},
+                             *const transpose_names[] = {"dim0", "dim1"};
+    n = tp_node(m, "tk::flatten", 3, 2, 1, -1);
+    tp_int_attrs(m, n, 1, 2, flatten_args, flatten_names);
+    tp_set(m, &n->outputs[0], 2, NULL, 1, "4*batch", 0, 0);
+    n = tp_node(m, "tk::unflatten", 3, 3, 2, -1);
+    tk_pm_attr *ua = tk_pm_node_attrs(m, n, 2);
+    int64_t *sizes = tk_pm_alloc(m, sizeof unflatten_sizes);
+    assert_non_null(ua);
+    assert_non_null(sizes);
+    memcpy(sizes, unflatten_sizes, sizeof unflatten_sizes);
+    ua[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim"), .arg = 1, .kind = TK_VALUE_INT, .i = 0};
+    ua[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "sizes"), .arg = 2, .kind = TK_VALUE_INTS, .ints = sizes, .nints = 2};
+    tp_set(m, &n->outputs[0], 3, NULL, 2, "batch", 0, TP_IN);
+    n = tp_node(m, "tk::narrow", 4, 4, 1, -1);
+    tp_int_attrs(m, n, 1, 3, narrow_args, narrow_names);
+    tp_set(m, &n->outputs[0], 4, NULL, 2, "batch", 0, 2);
+    tp_set(m, &tp_node(m, "tk::mul", 2, 5, 0, 0)->outputs[0], 5, NULL, 2, "batch", 0, TP_IN);
+    tp_set(m, &tp_node(m, "tk::add", 2, 6, 3, 5)->outputs[0], 6, NULL, 2, "batch", 0, TP_IN);
+    n = tp_node(m, "tk::transpose", 3, 7, 4, -1);
+    tp_int_attrs(m, n, 1, 2, transpose_args, transpose_names);
+    tp_set(m, &n->outputs[0], 7, NULL, 2, NULL, 2, 0);
+    n->outputs[0].dims[1].expr = tk_pm_strdup(m, "batch"), n->outputs[0].dims[1].value = -1;
+    n = tp_node(m, "tk::add", 2, 8, 7, 7);
+    tp_set(m, &n->outputs[0], 8, NULL, 2, NULL, 2, 0);
+    n->outputs[0].dims[1].expr = tk_pm_strdup(m, "batch"), n->outputs[0].dims[1].value = -1;
+    tp_set(m, tk_pm_add_output(m), 6, NULL, 2, "batch", 0, TP_IN);
+    tk_pm_value *z = tk_pm_add_output(m);
+    tp_set(m, z, 8, NULL, 2, NULL, 2, 0);
+    z->dims[1].expr = tk_pm_strdup(m, "batch"), z->dims[1].value = -1;
+    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::mul", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", 1);
+    tp_op(m, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", 1);
+    tp_op(m, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", 1);
+    tp_op(m, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor", 1);
+    tk_pm_sort(m);
+    return m;
+}
+
+/* test::views' outputs against x, computed here. */
+static inline void tp_views_check(const tk_tensor *x, const tk_tensor *y, const tk_tensor *z)
+{
+    const float *xp = tk_tensor_data(x), *yp = tk_tensor_data(y), *zp = tk_tensor_data(z);
+    int64_t batch = tk_tensor_shape(x)[0];
+    assert_int_equal(tk_tensor_shape(z)[0], 2);
+    assert_int_equal(tk_tensor_shape(z)[1], batch);
+    for (int64_t i = 0; i < batch * TP_IN; i++)
+        if (fabsf(yp[i] - (2 * xp[i] + xp[i] * xp[i])) > 1e-5f)
+            fail_msg("batch %lld: y[%lld] is %g, expected %g", (long long)batch, (long long)i, yp[i],
+                     2 * xp[i] + xp[i] * xp[i]);
+    for (int c = 0; c < 2; c++)
+        for (int64_t r = 0; r < batch; r++)
+            if (zp[c * batch + r] != 4 * xp[r * TP_IN + 1 + c])
+                fail_msg("batch %lld: z[%d][%lld] is %g, expected %g", (long long)batch, c, (long long)r,
+                         zp[c * batch + r], 4 * xp[r * TP_IN + 1 + c]);
+}
+
 /* The suite's signing key and trust file (TK_TEST_TMPDIR/trusted_keys-<pid>, set as
  * TKEXPORT_TRUST_FILE, the key its one line; TKEXPORT_TRUSTED_KEYS unset), so that nothing
  * reads the home folder's. Made by tp_trust_setup, dropped by tp_trust_teardown. */

@@ -79,8 +79,11 @@ tk_tensor *tk_sdpa_qkv(tk_ctx *ctx, tk_tensor *qkv, int heads, int causal);
  * sync). */
 tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
 
-/* Layout, as copies into a new contiguous tensor (tensors have no strides yet), any dtype,
- * negative dims from the end; dynamic dims keep their symbols:
+/* Layout, any dtype, negative dims from the end; dynamic dims keep their symbols. Called eagerly
+ * each copies into a new contiguous tensor (tensors have no strides yet); in a package's session
+ * a node whose result is one contiguous run of its input's bytes copies nothing (a view): flatten
+ * and unflatten always, narrow along the first dim (or any dim whose leading dims are 1), permute
+ * and transpose that move only dims of 1, expand that grows nothing (TK_VIEWS=0: copies).
  *   tk::permute    (Tensor x, int[] dims) -> Tensor                  x.permute(dims)
  *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor          x.transpose(dim0, dim1)
  *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   static start and length;
@@ -94,6 +97,15 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
  * e.g. tk_call(ctx, "tk::unflatten", h, 2, TK_INTS(12, 64)) makes [B, S, 768] into [B, S, 12, 64]. */
 tk_tensor *tk_transpose(tk_ctx *ctx, tk_tensor *x, int dim0, int dim1);
 tk_tensor *tk_narrow(tk_ctx *ctx, tk_tensor *x, int dim, int64_t start, int64_t length);
+
+/* x.split(sizes, dim) (torch.split with a list of sizes): n parts along dim, part i sizes[i]
+ * long, their sum x's dim (a guard when the dim is dynamic), into parts[0..n-1] (the caller's
+ * to free), each one tk::narrow node with the model's line. 0, or a negative tk_error_code with
+ * every part NULL. e.g. int64_t sz[] = {768, 768, 768}; tk_split(ctx, qkv, sz, 3, -1, qkv3). */
+int tk_split_at(tk_ctx *ctx, const char *file, int line, tk_tensor *x, const int64_t *sizes, int n, int dim,
+                tk_tensor **parts);
+#define tk_split(ctx, x, sizes, n, dim, parts) \
+    tk_split_at((ctx), __FILE__, __LINE__, (x), (sizes), (n), (dim), (parts))
 
 /* Each helper is also a macro calling tk_call where it is used, so a traced program records the
  * model's source line for the node (not kernels/'s); (tk_add)(...) or &tk_add reach the function. */
