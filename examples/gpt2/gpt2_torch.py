@@ -5,6 +5,7 @@ here without the safetensors package), for the comparison in README.md:
   python3 gpt2_torch.py check WEIGHTS DIR OUT.npy       tkexport's logits (OUT.npy, float32) against
                                                         PyTorch's in bf16 and an f32 reference
   python3 gpt2_torch.py bench WEIGHTS B,S [B,S ...]     eager and torch.compile, median us a call
+  python3 gpt2_torch.py profile WEIGHTS B,S             torch.compile's logits strides and top kernels
 
 The model is written as Hugging Face's GPT2LMHeadModel computes it (Conv1D as x @ W + b,
 F.scaled_dot_product_attention causal, GELU tanh, tied LM head), in the weights' dtype on cuda.
@@ -129,6 +130,24 @@ def main():
                 e = timed(lambda: forward(w, ids, pos), runs, reps)
                 c = timed(lambda: compiled(w, ids, pos), runs, reps)
             print(f"| {B} | {S} | {e:.1f} | {c:.1f} |", flush=True)
+    elif len(a) == 3 and a[0] == "profile":
+        w = read_safetensors(a[1], "cuda")
+        B, S = (int(x) for x in a[2].split(","))
+        ids = torch.randint(0, 50257, (B, S), device="cuda")
+        pos = torch.arange(S, device="cuda").expand(B, S).contiguous()
+        compiled = torch.compile(forward)
+        with torch.no_grad():
+            for _ in range(3):
+                out = compiled(w, ids, pos)
+            torch.cuda.synchronize()
+            print(f"torch.compile logits {tuple(out.shape)}, strides {out.stride()}, contiguous {out.is_contiguous()}")
+            from torch.profiler import profile, ProfilerActivity
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(5):
+                    compiled(w, ids, pos)
+                torch.cuda.synchronize()
+        print("five calls:")
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=14, max_name_column_width=70))
     else:
         sys.exit(__doc__)
 
