@@ -40,6 +40,8 @@ static const tk_cli_option options[] = {
      "with --shapes: auto (the default), now (the session captures every shape from its creation and is waited for) or off"},
     {{"bind", no_argument, NULL, 'B'}, NULL,
      "with --shapes: bind the session's buffers (tk_session_bind) and wait for its graphs on them"},
+    {{"dense-outputs", no_argument, NULL, 'D'}, NULL,
+     "allocate every output contiguous (by default an output the program narrows out of a larger value is a view of it)"},
     {{"allow-unsigned", no_argument, NULL, 'u'}, NULL,
      "run a package that carries no signature (refused otherwise; docs/security.md)"},
     {{"help", no_argument, NULL, 'h'}, NULL, "show this help"},
@@ -53,7 +55,7 @@ static void help(FILE *f)
 {
     fprintf(f, "usage: tkexport run PKG.tkpkg [--device cpu|cuda[:N]] [--input NAME=FILE.npy | NAME=random:DxD]...\n"
                "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n"
-               "                    [--allow-unsigned]\n"
+               "                    [--dense-outputs] [--allow-unsigned]\n"
                "       tkexport run PKG.tkpkg --shapes cycle|uniform|file:PATH --bench N [--device ...] [--warmup N]\n"
                "                    [--prefill auto|now|off] [--bind] [--profile] [--seed S] [--allow-unsigned]\n\n"
                "Opens the package (verifying its signature against the keys this machine trusts, then every\n"
@@ -66,7 +68,9 @@ static void help(FILE *f)
                "--bench N times N calls of run + sync after --warmup calls, with the inputs already on the device,\n"
                "and prints the median, p10, p90, p99 and min in microseconds, calls/s and samples/s (samples: dim\n"
                "0 of the first input). --profile runs once more, eagerly, with each node's device (kernel) time\n"
-               "and the host's time dispatching it.\n\n"
+               "and the host's time dispatching it. An output the program cuts out of a larger value with\n"
+               "tk::narrow (GPT-2's logits out of padded rows) is a view of that value, computed in place and\n"
+               "not copied (tk_session_options.output_views); --dense-outputs makes every output contiguous.\n\n"
                "--shapes times a stream of shapes instead, as a server sees them; the inputs are then made by the\n"
                "command (random values, no --input) with every dynamic dim a symbol of the program:\n"
                "  cycle        8 sizes per symbol, from its min to its max spaced geometrically, in turn\n"
@@ -306,7 +310,7 @@ static int to_host(const tk_tensor **host, tk_tensor **owned, tk_ctx *ctx, const
     const tk_device cpu = {TK_DEVICE_CPU, 0};
     *owned = NULL;
     *host = t;
-    if (tk_tensor_device(t).kind == TK_DEVICE_CPU)
+    if (tk_tensor_device(t).kind == TK_DEVICE_CPU && tk_tensor_is_contiguous(t))
         return 0;
     int rc = tk_tensor_new(owned, NULL, cpu, tk_tensor_dtype(t), tk_tensor_rank(t), tk_tensor_shape(t));
     if (!rc && (rc = tk_tensor_copy(ctx, *owned, t))) {
@@ -672,6 +676,7 @@ int cmd_run(int argc, char **argv)
     const char *device = NULL, *outdir = NULL;
     int nbench = 0, warmup = DEFAULT_WARMUP, do_profile = 0, c, err, rc = TK_EXIT_USAGE, nargs = 0, bind = 0;
     tk_session_options sopts = TK_SESSION_OPTIONS_INIT;
+    sopts.output_views = 1; /* the outputs are read through tk_tensor_copy (to_host) */
     const char *prefill_arg = NULL;
     tk_package_options popts = TK_PACKAGE_OPTIONS_INIT;
     shape_stream_kind shapes = SHAPES_FIXED;
@@ -686,7 +691,7 @@ int cmd_run(int argc, char **argv)
     if (!args)
         return TK_EXIT_INTERNAL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:S:P:Bh", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:S:P:BDh", longopts, NULL)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'i': {
@@ -709,6 +714,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 'p': do_profile = 1; break;
         case 'B': bind = 1; break;
+        case 'D': sopts.output_views = 0; break;
         case 'P':
             prefill_arg = optarg;
             if (!strcmp(optarg, "auto"))

@@ -520,6 +520,29 @@ refused: /* arguments the export checked; a copy then reports them */
     return 0;
 }
 
+int tk_layout_strided(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape, size_t es,
+                      int64_t *strides, uint64_t *offset)
+{
+    int dim = 0;
+    int64_t s = 1, start = attr_int(args, nargs, 2, -1), len = attr_int(args, nargs, 3, -1);
+    *offset = 0;
+    if (def != &tk__op_def_tk_narrow_op)
+        return 0;
+    if (!shape)
+        return 1;
+    if (norm_dim("tk::narrow", "dim", attr_int(args, nargs, 1, INT64_MAX), rank, 0, &dim) || start < 0 || len < 0 ||
+        start + len > shape[dim]) {
+        tk_error_clear();
+        return 0;
+    }
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d];
+    }
+    *offset = (uint64_t)(start * strides[dim]) * es;
+    return 1;
+}
+
 int tk_split_at(tk_ctx *ctx, const char *file, int line, tk_tensor *x, const int64_t *sizes, int n, int dim,
                 tk_tensor **parts)
 {

@@ -94,6 +94,7 @@ static void load(void)
     SYM(MemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", 1)
     SYM(MemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", 1)
     SYM(MemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2", 1)
+    SYM(Memcpy2DAsync, "cuMemcpy2DAsync_v2", 1)
     SYM(ModuleLoadData, "cuModuleLoadData", 1)
     SYM(ModuleGetFunction, "cuModuleGetFunction", 1)
     SYM(ModuleUnload, "cuModuleUnload", 1)
@@ -302,6 +303,34 @@ int tk_cuda_memcpy(tk_ctx *ctx, void *dst, tk_device dst_dev, const void *src, t
     } else {
         TK_CU_CHECK(cuMemcpyDtoDAsync(dp, sp, n, s));
     }
+done:
+    return rc;
+}
+
+int tk_cuda_memcpy2d(tk_ctx *ctx, void *dst, tk_device dst_dev, size_t dpitch, const void *src, tk_device src_dev,
+                     size_t spitch, size_t width, size_t height)
+{
+    tk_cu_device *d;
+    int rc = tk_cu_enter(ctx, &d);
+    if (rc || (rc = check_device(ctx, dst_dev)) || (rc = check_device(ctx, src_dev)) || !width || !height)
+        return rc;
+    int dst_host = dst_dev.kind == TK_DEVICE_CPU, src_host = src_dev.kind == TK_DEVICE_CPU;
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = src_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    c.dstMemoryType = dst_host ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+    if (src_host)
+        c.srcHost = src;
+    else
+        c.srcDevice = (CUdeviceptr)(uintptr_t)src;
+    if (dst_host)
+        c.dstHost = dst;
+    else
+        c.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+    c.srcPitch = spitch, c.dstPitch = dpitch, c.WidthInBytes = width, c.Height = height;
+    TK_CU_CHECK(cuMemcpy2DAsync(&c, ctx->cuda->stream));
+    if (dst_host || src_host) /* as tk_cuda_memcpy: the host's memory is read or written when this returns */
+        TK_CU_CHECK(cuStreamSynchronize(ctx->cuda->stream));
 done:
     return rc;
 }
@@ -527,6 +556,12 @@ void tk_cuda_free(tk_ctx *ctx, void *ptr) { (void)ctx, (void)ptr; }
 int tk_cuda_memcpy(tk_ctx *ctx, void *dst, tk_device dst_dev, const void *src, tk_device src_dev, size_t n)
 {
     (void)ctx, (void)dst, (void)dst_dev, (void)src, (void)src_dev, (void)n;
+    return no_cuda();
+}
+int tk_cuda_memcpy2d(tk_ctx *ctx, void *dst, tk_device dst_dev, size_t dpitch, const void *src, tk_device src_dev,
+                     size_t spitch, size_t width, size_t height)
+{
+    (void)ctx, (void)dst, (void)dst_dev, (void)dpitch, (void)src, (void)src_dev, (void)spitch, (void)width, (void)height;
     return no_cuda();
 }
 int tk_cuda_sync(tk_ctx *ctx) { (void)ctx; return no_cuda(); }

@@ -35,6 +35,7 @@ typedef struct tk_cu_api {
     PFN_cuMemcpyHtoDAsync_v3020 MemcpyHtoDAsync;
     PFN_cuMemcpyDtoHAsync_v3020 MemcpyDtoHAsync;
     PFN_cuMemcpyDtoDAsync_v3020 MemcpyDtoDAsync;
+    PFN_cuMemcpy2DAsync_v3020 Memcpy2DAsync;
     PFN_cuModuleLoadData_v2000 ModuleLoadData;
     PFN_cuModuleGetFunction_v2000 ModuleGetFunction;
     PFN_cuModuleUnload_v2000 ModuleUnload;
@@ -84,6 +85,7 @@ extern tk_cu_api tk_cu;
 #define cuMemcpyHtoDAsync_v2 tk_cu.MemcpyHtoDAsync
 #define cuMemcpyDtoHAsync_v2 tk_cu.MemcpyDtoHAsync
 #define cuMemcpyDtoDAsync_v2 tk_cu.MemcpyDtoDAsync
+#define cuMemcpy2DAsync_v2 tk_cu.Memcpy2DAsync
 #define cuModuleLoadData tk_cu.ModuleLoadData
 #define cuModuleGetFunction tk_cu.ModuleGetFunction
 #define cuModuleUnload tk_cu.ModuleUnload

@@ -416,12 +416,20 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
         if (t && t->traced && !tracing)
             return tk_error_set(TK_EINVAL, "%s of op '%s' is a traced tensor (it has no data) and the context runs "
                                            "eagerly", input_label(op, i, s1, sizeof s1), name);
+        if (t && !tracing && !tk_tensor_is_contiguous(t))
+            return tk_error_set(TK_EINVAL, "%s of op '%s' is a strided view (a session's output): ops read "
+                                "contiguous tensors, copy it into one with tk_tensor_copy", input_label(op, i, s1, sizeof s1),
+                                name);
     }
-    for (int i = 0; i < nout && !tracing; i++)
+    for (int i = 0; i < nout && !tracing; i++) {
         if (out[i] && !same_device(out[i]->device, ctx->device))
             return tk_error_set(TK_EINVAL, "output out[%d] of op '%s' is on '%s', the context is on '%s'", i, name,
                                 tk_device_name(out[i]->device, d1, sizeof(d1)),
                                 tk_device_name(ctx->device, d2, sizeof(d2)));
+        if (out[i] && !tk_tensor_is_contiguous(out[i]))
+            return tk_error_set(TK_EINVAL, "output out[%d] of op '%s' is a strided view: ops write contiguous tensors",
+                                i, name);
+    }
     /* tracing runs no implementation: an op with a CUDA body only is traced on any context */
     tk_op_fn fn = ctx->device.kind == TK_DEVICE_CUDA ? def->body : def->cpu;
     if (!fn && !tracing)

@@ -51,6 +51,7 @@ typedef struct xvalue {
     int fused_away;       /* made and read only inside a fused node: never stored */
     int folded;           /* computed from parameters alone, once per device (fold_nodes) */
     int src;              /* made by a layout node that may be a view (mark_views): its input, else -1 */
+    int feeds;            /* the output whose strided view this value may be the storage of, else -1 */
     int hold;             /* the last node reading a view of this value's bytes, else -1 */
 } xvalue;
 
@@ -106,6 +107,8 @@ struct tk_exec_program {
     char *fold_labels;    /* their labels, one allocation */
     char *labels;         /* the absorbed nodes' labels, one allocation */
     char *view_labels;    /* the view nodes' labels, one allocation */
+    int *out_src;         /* per output: the value it is a strided view of (mark_output_views), or -1 */
+    char *oview_labels;   /* their narrow nodes' labels */
 };
 
 /* --- preparing a program -------------------------------------------------------------------- */
@@ -148,7 +151,7 @@ static int add_values(tk_exec_program *p, const tk_pm_value *vals, size_t n, int
         v->index = kind == V_NODE ? node : (int)i;
         v->first = v->last = kind == V_NODE ? node : -1;
         v->output = -1;
-        v->src = v->hold = -1;
+        v->src = v->hold = v->feeds = -1;
     }
     return 0;
 }
@@ -465,6 +468,46 @@ static int mark_views(tk_exec_program *p)
     return 0;
 }
 
+/* Output views: a program output that a tk::narrow node cuts out of a value of its own (made by
+ * a node, read by nothing after it is cut) can be a strided view of that value's storage. A
+ * session with output_views allocates such outputs that way (bind_tensors), and a run given one
+ * back computes the value straight into its storage and skips the narrow (run_nodes): GPT-2's
+ * logits stay in their padded rows. Marked here; each plan computes the strides. */
+static int mark_output_views(tk_exec_program *p)
+{
+    size_t cap = 0, used = 0;
+    for (size_t i = 0; i < p->m->noutputs; i++) {
+        int o = p->outputs[i];
+        const xvalue *x = &p->values[o];
+        uint64_t off;
+        p->out_src[i] = -1;
+        if (x->kind != V_NODE || x->output != (int)i || x->folded || x->fused_away || readers(p, o))
+            continue;
+        const xnode *n = &p->nodes[x->index];
+        if (n->absorbed || n->folded || n->pm->nout != 1 || n->nin < 1 || n->in[0] < 0 ||
+            !tk_layout_strided(n->op.def, NULL, 0, 0, NULL, 0, NULL, &off))
+            continue;
+        xvalue *v = &p->values[n->in[0]];
+        if (v->kind != V_NODE || v->output >= 0 || v->folded || v->fused_away || v->src >= 0 || v->feeds >= 0)
+            continue;
+        p->out_src[i] = n->in[0];
+        v->feeds = (int)i;
+        cap += strlen(n->pm->op) + 16;
+    }
+    if (!cap)
+        return 0;
+    if (!(p->oview_labels = malloc(cap)))
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    for (size_t i = 0; i < p->m->noutputs; i++) {
+        if (p->out_src[i] < 0)
+            continue;
+        xnode *n = &p->nodes[p->values[p->outputs[i]].index];
+        n->view_label = p->oview_labels + used;
+        used += (size_t)snprintf(p->oview_labels + used, cap - used, "%s (output view)", n->pm->op) + 1;
+    }
+    return 0;
+}
+
 /* "f32 [64, 128]", for messages. */
 static const char *shape_text(char *buf, size_t n, tk_dtype dtype, int rank, const int64_t *shape)
 {
@@ -518,9 +561,10 @@ static int prepare(tk_exec_program *p, const void *weights, size_t len)
     p->values = calloc(nvals + 1, sizeof(xvalue));
     p->nodes = calloc(m->nnodes + 1, sizeof(xnode));
     p->outputs = calloc(m->noutputs + 1, sizeof(int));
+    p->out_src = calloc(m->noutputs + 1, sizeof(int));
     p->guards = calloc(m->nguards + 1, sizeof(xguard));
     p->pentries = calloc(m->nparams + 1, sizeof(*p->pentries));
-    if (!p->symnames || !p->values || !p->nodes || !p->outputs || !p->guards || !p->pentries)
+    if (!p->symnames || !p->values || !p->nodes || !p->outputs || !p->out_src || !p->guards || !p->pentries)
         return tk_error_set(TK_ENOMEM, "out of memory");
     if ((rc = tk_ctx_new(&p->symctx, (tk_device){TK_DEVICE_CPU, 0})))
         return rc;
@@ -540,7 +584,8 @@ static int prepare(tk_exec_program *p, const void *weights, size_t len)
     for (size_t i = 0; i < m->nguards; i++, p->nguards++)
         if ((rc = parse_guard(p, &p->guards[i], m->guards[i], vars)))
             return rc;
-    if ((rc = link_nodes(p)) || (rc = fold_nodes(p)) || (rc = fuse_nodes(p)) || (rc = mark_views(p)))
+    if ((rc = link_nodes(p)) || (rc = fold_nodes(p)) || (rc = fuse_nodes(p)) || (rc = mark_views(p)) ||
+        (rc = mark_output_views(p)))
         return rc;
     snprintf(stname, sizeof stname, "%s:weights.safetensors", p->origin);
     if (m->nparams && !weights)
@@ -605,6 +650,8 @@ void tk_exec_program_free(tk_exec_program *p)
     free(p->labels);
     free(p->fold_labels);
     free(p->view_labels);
+    free(p->out_src);
+    free(p->oview_labels);
     free(p->outputs);
     free(p->guards);
     free(p->pentries);
@@ -675,6 +722,8 @@ typedef struct plan {
     size_t *offset;        /* SIZE_MAX: not in the arena */
     size_t *size;          /* bytes of each value */
     uint64_t *view_at;     /* a view's start in its source's bytes (mark_views); UINT64_MAX: none */
+    int64_t *ostr;         /* per output view (out_src): its strides, TK_MAX_DIMS each */
+    uint64_t *ooff;        /* ... and its first element's offset in the source's bytes */
     size_t total;
     size_t runs;
     int graph_state;       /* under the session's capture lock */
@@ -691,6 +740,7 @@ typedef struct plan {
     int direct_state;              /* under the session's lock, as everything below */
     void *direct;
     void *dptrs[TK_DIRECT_MAX];    /* the pointers direct bakes (or will, while queued) */
+    uint64_t mask, dmask;          /* outputs passed as output views (ptrs, dptrs): written in place */
     unsigned direct_arena;
     int in_queue;
     struct plan *prev, *next; /* most recently used first */
@@ -739,6 +789,7 @@ struct tk_session {
     int bound;
     void *bound_ptrs[TK_DIRECT_MAX];
     int last_direct;        /* the last run replayed a direct graph */
+    int output_views;       /* tk_session_options.output_views */
     /* Prefill: the capture thread also plans and captures every signature of a small symbol
      * space (at most max_plans) that no request brought yet, in order, requests first; so that a
      * server's later first calls of a size replay too. It starts once the session has run
@@ -784,10 +835,11 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
         return tk_error_set(TK_EINVAL, "tk_session_new: no program");
     if (!opts)
         opts = &defaults;
-    if (opts->version != TK_SESSION_OPTIONS_VERSION)
-        return tk_error_set(TK_EINVAL, "tk_session_new_ex: options version %u, this libtkrt knows version %u "
+    if (opts->version < 1 || opts->version > TK_SESSION_OPTIONS_VERSION)
+        return tk_error_set(TK_EINVAL, "tk_session_new_ex: options version %u, this libtkrt knows versions 1 to %u "
                                        "(initialize them with TK_SESSION_OPTIONS_INIT)",
                             opts->version, (unsigned)TK_SESSION_OPTIONS_VERSION);
+    int output_views = opts->version >= 2 && opts->output_views; /* version 1 has no such field */
     if (opts->prefill != TK_PREFILL_AUTO && opts->prefill != TK_PREFILL_NOW && opts->prefill != TK_PREFILL_OFF)
         return tk_error_set(TK_EINVAL, "tk_session_new_ex: prefill %d is not TK_PREFILL_AUTO, _NOW or _OFF",
                             (int)opts->prefill);
@@ -802,6 +854,7 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     pthread_cond_init(&s->cond, NULL);
     int rc = 0;
     s->max_plans = opts->max_shapes ? opts->max_shapes : DEFAULT_MAX_PLANS;
+    s->output_views = output_views;
     for (s->nbuckets = 16; s->nbuckets < 2 * s->max_plans; s->nbuckets <<= 1)
         ;
     if (!(s->views = calloc(p->nvalues + 1, sizeof(tk_tensor))) || !(s->t = calloc(p->nvalues + 1, sizeof(tk_tensor *))) ||
@@ -851,6 +904,8 @@ static void plan_free(tk_session *s, plan *pl)
     free(pl->offset);
     free(pl->size);
     free(pl->view_at);
+    free(pl->ostr);
+    free(pl->ooff);
     free(pl);
 }
 
@@ -1052,6 +1107,9 @@ static int check_input_kinds(const tk_session *s, tk_tensor *const *in, size_t n
             tk_strbuf_release(&sb);
             return rc;
         }
+        if (!tk_tensor_is_contiguous(t))
+            return tk_error_set(TK_EINVAL, "input '%s' is a strided view (a session's output): copy it into a "
+                                "contiguous tensor with tk_tensor_copy first", v->name);
     }
     return 0;
 }
@@ -1214,7 +1272,9 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
     *out = NULL;
     if (!pl || !(pl->shapes = calloc(n * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
         !(pl->offset = calloc(n + 1, sizeof(size_t))) || !(pl->size = calloc(n + 1, sizeof(size_t))) ||
-        !(pl->view_at = calloc(n + 1, sizeof(uint64_t)))) {
+        !(pl->view_at = calloc(n + 1, sizeof(uint64_t))) ||
+        !(pl->ostr = calloc(p->m->noutputs * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
+        !(pl->ooff = calloc(p->m->noutputs + 1, sizeof(uint64_t)))) {
         plan_free(s, pl);
         return tk_error_set(TK_ENOMEM, "out of memory");
     }
@@ -1252,6 +1312,16 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
         pl->offset[v] = place(s, pl, (int)v);
         if (pl->offset[v] + bytes > pl->total)
             pl->total = pl->offset[v] + bytes;
+    }
+    for (size_t i = 0; i < p->m->noutputs; i++) { /* output views: strides for these shapes */
+        int v = p->out_src[i];
+        if (v < 0)
+            continue;
+        const xnode *node = &p->nodes[p->values[p->outputs[i]].index];
+        if (!tk_layout_strided(node->op.def, node->attrs, node->nin, p->values[v].pm->rank,
+                               &pl->shapes[(size_t)v * TK_MAX_DIMS], tk_dtype_size(p->values[v].pm->dtype),
+                               &pl->ostr[i * TK_MAX_DIMS], &pl->ooff[i]))
+            pl->ooff[i] = UINT64_MAX; /* not for these shapes */
     }
     *out = pl;
     return 0;
@@ -1403,7 +1473,19 @@ static int arena_reserve(tk_session *s, size_t size)
 
 /* --- running ---------------------------------------------------------------------------------- */
 
-/* Outputs the caller supplied hold what the program gives: device, dtype, shape. */
+/* Whether t, given for output i, is an output view this plan writes in place: allocated by a
+ * session (its storage known) at the strides and offset of output i's view for these shapes. */
+static int output_in_place(const tk_session *s, const plan *pl, size_t i, const tk_tensor *t)
+{
+    int v = s->p->out_src[i];
+    if (!t || v < 0 || pl->ooff[i] == UINT64_MAX || tk_tensor_is_contiguous(t) || !t->base ||
+        t->base_bytes < pl->size[v] || (const char *)t->data != (const char *)t->base + pl->ooff[i])
+        return 0;
+    return !memcmp(t->strides, &pl->ostr[i * TK_MAX_DIMS], sizeof(int64_t) * (size_t)t->rank);
+}
+
+/* Outputs the caller supplied hold what the program gives: device, dtype, shape; contiguous, or
+ * an output view the run writes in place. */
 static int check_outputs(const tk_session *s, const plan *pl, tk_tensor *const *out)
 {
     const tk_exec_program *p = s->p;
@@ -1422,6 +1504,9 @@ static int check_outputs(const tk_session *s, const plan *pl, tk_tensor *const *
             return tk_error_set(TK_EINVAL, "output %zu is %s, the program gives %s for these inputs", i,
                                 shape_text(a, sizeof a, t->dtype, t->rank, t->shape),
                                 shape_text(b, sizeof b, x->pm->dtype, x->pm->rank, shape));
+        if (!tk_tensor_is_contiguous(t) && !output_in_place(s, pl, i, t))
+            return tk_error_set(TK_EINVAL, "output %zu is a strided view this program does not make for these inputs "
+                                "(pass a contiguous tensor, or NULL)", i);
     }
     return 0;
 }
@@ -1444,10 +1529,14 @@ static double now_us(void)
 
 /* Whether node n runs no work of its own in a run of pl: absorbed by a fusion, folded with the
  * weights, or a view of its input's bytes. */
-static int skipped(const tk_exec_program *p, const plan *pl, size_t n)
+static int skipped(const tk_exec_program *p, const plan *pl, tk_tensor *const *t, size_t n)
 {
     const xnode *x = &p->nodes[n];
-    return x->absorbed || x->folded || (x->pm->nout == 1 && pl->view_at[x->out[0]] != UINT64_MAX);
+    if (x->absorbed || x->folded)
+        return 1;
+    /* a view of its input; or an output view, its input computed in place (bind_tensors) */
+    return x->pm->nout == 1 && (pl->view_at[x->out[0]] != UINT64_MAX ||
+                                (t[x->out[0]] && !tk_tensor_is_contiguous(t[x->out[0]])));
 }
 
 /* Runs every node on ctx (the session's, or the capture thread's) with its outputs in place;
@@ -1462,7 +1551,7 @@ static int run_nodes(tk_session *s, const plan *pl, tk_ctx *ctx, tk_tensor **t, 
     for (size_t n = 0; n < p->m->nnodes; n++) {
         const xnode *x = &p->nodes[n];
         double t0 = 0;
-        if (skipped(p, pl, n)) { /* ran inside the node before, or with the weights, or a view */
+        if (skipped(p, pl, t, n)) { /* ran inside the node before, or with the weights, or a view */
             if (prof)
                 prof[n] = (tk_node_profile){.op = x->absorbed || x->folded ? x->label : x->view_label};
             continue;
@@ -1488,7 +1577,7 @@ static int run_nodes(tk_session *s, const plan *pl, tk_ctx *ctx, tk_tensor **t, 
         }
     }
     for (size_t n = 0; prof && gpu && !captured && n < p->m->nnodes; n++)
-        if (!skipped(p, pl, n) && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
+        if (!skipped(p, pl, t, n) && (rc = tk_cuda_event_elapsed_us(ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us)))
             return rc;
     return 0;
 }
@@ -1522,7 +1611,7 @@ static int time_in_graph(tk_session *s, const plan *pl, tk_tensor **t, tk_node_p
     for (int rep = 0; rep < 2 && !rc; rep++)
         rc = tk_cuda_graph_launch(s->ctx, exec);
     for (size_t n = 0; !rc && n < nn; n++)
-        if (!skipped(s->p, pl, n))
+        if (!skipped(s->p, pl, t, n))
             rc = tk_cuda_event_elapsed_us(s->ctx, s->events[2 * n], s->events[2 * n + 1], &prof[n].time_us);
     if (!rc)
         rc = tk_ctx_sync(s->ctx);
@@ -1588,29 +1677,45 @@ typedef enum bind_mode {
     BIND_STAGED, /* inputs copied into arena slots, outputs in arena slots (copied out after) */
     BIND_ARENA,  /* the capture thread: inputs and outputs in arena slots, nothing copied */
     BIND_PTRS    /* the capture thread's direct graphs: inputs and outputs at the caller's pointers
-                    (ptrs: inputs, then outputs), as contiguous tensors of the plan's shapes */
+                    (ptrs: inputs, then outputs), as contiguous tensors of the plan's shapes, or
+                    output views for the outputs in mask */
 } bind_mode;
 
 /* Tensors for every value of this run into t[] (views[] holds the arena views): inputs, parameters,
  * arena views and outputs (the caller's or new ones, noted in made[]). */
 static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mode, tk_tensor *const *in,
-                        tk_tensor **out, tk_tensor **t, tk_tensor *views, unsigned char *made, void *const *ptrs)
+                        tk_tensor **out, tk_tensor **t, tk_tensor *views, unsigned char *made, void *const *ptrs,
+                        uint64_t mask)
 {
     const tk_exec_program *p = s->p;
     tk_device dev = s->ctx->device;
     int rc;
     for (size_t i = 0; (mode == BIND_DIRECT || mode == BIND_STAGED) && i < p->m->noutputs; i++) {
         const xvalue *x = &p->values[p->outputs[i]];
+        const int64_t *shape = &pl->shapes[(size_t)p->outputs[i] * TK_MAX_DIMS];
+        int v = p->out_src[i];
         if (out[i])
             continue;
-        if ((rc = tk_tensor_new(&out[i], s->ctx, dev, x->pm->dtype, x->pm->rank,
-                                &pl->shapes[(size_t)p->outputs[i] * TK_MAX_DIMS])))
+        if (s->output_views && v >= 0 && pl->ooff[i] != UINT64_MAX)
+            rc = tk_tensor_new_view(&out[i], s->ctx, dev, x->pm->dtype, x->pm->rank, shape, &pl->ostr[i * TK_MAX_DIMS],
+                                    pl->size[v], (size_t)pl->ooff[i]);
+        else
+            rc = tk_tensor_new(&out[i], s->ctx, dev, x->pm->dtype, x->pm->rank, shape);
+        if (rc)
             return rc;
         made[i] = 1;
     }
     for (size_t v = 0; v < p->nvalues; v++) {
         const xvalue *x = &p->values[v];
-        if (x->fused_away) {
+        char *base = NULL; /* the storage of an output view this value is computed into */
+        if (x->feeds >= 0 && mode == BIND_DIRECT && output_in_place(s, pl, (size_t)x->feeds, out[x->feeds]))
+            base = out[x->feeds]->base;
+        else if (x->feeds >= 0 && mode == BIND_PTRS && (mask >> x->feeds & 1u))
+            base = (char *)ptrs[p->m->ninputs + (size_t)x->feeds] - pl->ooff[x->feeds];
+        if (base) {
+            tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], base);
+            t[v] = &views[v];
+        } else if (x->fused_away) {
             t[v] = NULL;
         } else if (x->folded) {
             t[v] = s->folded[v];
@@ -1620,7 +1725,9 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
             t[v] = &views[v];
         } else if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
             void *at = ptrs[x->kind == V_INPUT ? (size_t)x->index : p->m->ninputs + (size_t)x->output];
-            tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);
+            int view = x->kind == V_NODE && (mask >> x->output & 1u);
+            tk_tensor_view_strided(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS],
+                                   view ? &pl->ostr[(size_t)x->output * TK_MAX_DIMS] : NULL, at);
             t[v] = &views[v];
         } else if (mode == BIND_DIRECT && x->kind == V_INPUT) {
             t[v] = in[x->index];
@@ -1674,7 +1781,7 @@ static plan *prefill_next_locked(tk_session *s)
                  * launching it now) and asks again */
                 if (pl->direct_state != GRAPH_NONE || pl->in_queue || pl == s->in_capture)
                     continue;
-                memcpy(pl->dptrs, s->bound_ptrs, sizeof pl->dptrs);
+                memcpy(pl->dptrs, s->bound_ptrs, sizeof pl->dptrs), pl->dmask = 0;
                 pl->direct_state = GRAPH_QUEUED;
                 return pl;
             }
@@ -1700,7 +1807,7 @@ static plan *prefill_next_locked(tk_session *s)
         }
         plan_insert_locked(s, pl);
         if (s->bound) {
-            memcpy(pl->dptrs, s->bound_ptrs, sizeof pl->dptrs);
+            memcpy(pl->dptrs, s->bound_ptrs, sizeof pl->dptrs), pl->dmask = 0;
             pl->direct_state = GRAPH_QUEUED;
         } else {
             pl->graph_state = GRAPH_QUEUED;
@@ -1723,10 +1830,10 @@ static plan *prefill_next_locked(tk_session *s)
  * on ptrs (BIND_PTRS); NULL when the capture failed (the error cleared). A failure is tried once
  * more: the first use of a kernel on a device loads its module, which a capture does not allow
  * (the prefill captures before any request has run a kernel eagerly); the module stays loaded. */
-static void *capture_one(tk_session *s, plan *pl, bind_mode mode, void *const *ptrs)
+static void *capture_one(tk_session *s, plan *pl, bind_mode mode, void *const *ptrs, uint64_t mask)
 {
     void *exec = NULL;
-    int rc = bind_tensors(s, s->cap_ctx, pl, mode, NULL, NULL, s->cap_t, s->cap_views, NULL, ptrs);
+    int rc = bind_tensors(s, s->cap_ctx, pl, mode, NULL, NULL, s->cap_t, s->cap_views, NULL, ptrs, mask);
     for (int attempt = 0; !rc && !exec && attempt < 2; attempt++)
         capture(s, pl, s->cap_ctx, s->cap_t, &exec);
     tk_error_clear();
@@ -1737,6 +1844,7 @@ static void *capturer_main(void *arg)
 {
     tk_session *s = arg;
     void *ptrs[TK_DIRECT_MAX];
+    uint64_t mask = 0;
     pthread_mutex_lock(&s->lock);
     for (;;) {
         while (!s->stop && !s->queue && !(s->prefill_on && !s->prefill_done))
@@ -1758,12 +1866,12 @@ static void *capturer_main(void *arg)
         unsigned gen = s->arena_gen;
         int staged = pl->graph_state == GRAPH_QUEUED, direct = pl->direct_state == GRAPH_QUEUED;
         if (direct)
-            memcpy(ptrs, pl->dptrs, sizeof ptrs);
+            memcpy(ptrs, pl->dptrs, sizeof ptrs), mask = pl->dmask;
         pthread_mutex_unlock(&s->lock);
 
         /* the arena stays put until in_capture is cleared (arena_reserve waits for it) */
-        void *exec = staged ? capture_one(s, pl, BIND_ARENA, NULL) : NULL;
-        void *dexec = direct ? capture_one(s, pl, BIND_PTRS, ptrs) : NULL;
+        void *exec = staged ? capture_one(s, pl, BIND_ARENA, NULL, 0) : NULL;
+        void *dexec = direct ? capture_one(s, pl, BIND_PTRS, ptrs, mask) : NULL;
 
         pthread_mutex_lock(&s->lock);
         if (staged && exec && gen == s->arena_gen) {
@@ -1779,7 +1887,7 @@ static void *capturer_main(void *arg)
         }
         /* a request that brought other pointers meanwhile changed dptrs: this graph is stale */
         if (direct && dexec && gen == s->arena_gen && pl->direct_state == GRAPH_QUEUED &&
-            !memcmp(ptrs, pl->dptrs, sizeof ptrs)) {
+            !memcmp(ptrs, pl->dptrs, sizeof ptrs) && mask == pl->dmask) {
             pl->direct = dexec;
             pl->direct_arena = gen;
             pl->direct_state = GRAPH_READY;
@@ -1880,6 +1988,7 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
     const tk_exec_program *p = s->p;
     size_t nin = p->m->ninputs, nout = p->m->noutputs;
     void *ptrs[TK_DIRECT_MAX] = {0}, *g = NULL;
+    uint64_t mask = 0;
     if (!s->graphs || s->profiling || nin + nout > TK_DIRECT_MAX)
         return NULL;
     for (size_t i = 0; i < nin; i++) {
@@ -1892,17 +2001,20 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
         if (!out[i] || x->kind != V_NODE || x->output != (int)i || !same_dev(tk_tensor_device(out[i]), s->ctx->device))
             return NULL;
         ptrs[nin + i] = tk_tensor_data(out[i]);
+        if (!tk_tensor_is_contiguous(out[i])) /* an output view (check_outputs): written in place */
+            mask |= (uint64_t)1 << i;
     }
     size_t n = nin + nout;
-    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, sizeof ptrs)) {
+    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, sizeof ptrs) && pl->mask == mask) {
         pl->same_ptr_runs++;
     } else {
         memcpy(pl->ptrs, ptrs, sizeof ptrs);
         pl->nptrs = n;
+        pl->mask = mask;
         pl->same_ptr_runs = 0;
     }
     pthread_mutex_lock(&s->lock);
-    int same = !memcmp(pl->dptrs, ptrs, sizeof ptrs);
+    int same = !memcmp(pl->dptrs, ptrs, sizeof ptrs) && pl->dmask == mask;
     if (pl->direct_state == GRAPH_READY && (!same || pl->direct_arena != s->arena_gen)) {
         tk_cuda_graph_free(s->ctx, pl->direct);
         pl->direct = NULL;
@@ -1912,6 +2024,7 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
         g = pl->direct;
     } else if (pl->same_ptr_runs >= 1 && (pl->direct_state == GRAPH_NONE || (pl->direct_state == GRAPH_QUEUED && !same))) {
         memcpy(pl->dptrs, ptrs, sizeof ptrs);
+        pl->dmask = mask;
         pl->direct_state = GRAPH_QUEUED;
         enqueue_locked(s, pl);
     }
@@ -1966,6 +2079,9 @@ int tk_session_bind(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor *
             rc = tk_error_set(TK_EINVAL, "tk_session_bind: %s %zu is %s%s, expected a tensor on %s", is_in ? "input" : "output",
                               j, t ? "on " : "missing", t ? tk_device_name(tk_tensor_device(t), d1, sizeof d1) : "",
                               tk_device_name(s->ctx->device, d2, sizeof d2));
+        else if (!tk_tensor_is_contiguous(t))
+            rc = tk_error_set(TK_EINVAL, "tk_session_bind: %s %zu is a strided view, expected a contiguous buffer",
+                              is_in ? "input" : "output", j);
         else if (tk_tensor_dtype(t) != x->pm->dtype || (size_t)tk_numel(t) * tk_dtype_size(x->pm->dtype) < big->size[v])
             rc = tk_error_set(TK_EINVAL, "tk_session_bind: %s %zu is %s with %lld elements, expected %s holding the "
                                          "largest shape (%zu bytes)", is_in ? "input" : "output", j,
@@ -2016,27 +2132,27 @@ static int execute(tk_session *s, plan *pl, tk_tensor *const *in, tk_tensor **ou
         return rc;
     if (s->profiling) {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
-        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
+        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL, 0)))
             rc = run_profiled(s, pl, t);
         /* the timing graph's replays ran the nodes again after the eager run, which may have reused
          * a staged input's arena space for a later value: the inputs staged again, the nodes once
          * more, so the outputs are those of the caller's inputs */
         if (!rc && mode == BIND_STAGED && s->ctx->device.kind == TK_DEVICE_CUDA &&
-            !(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
+            !(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL, 0)))
             rc = run_nodes(s, pl, s->ctx, t, NULL, 0);
     } else if ((g = direct_graph(s, pl, in, out))) {
-        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_DIRECT, in, out, t, s->views, made, NULL)) &&
+        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_DIRECT, in, out, t, s->views, made, NULL, 0)) &&
             !(rc = tk_cuda_graph_launch(s->ctx, g))) {
             s->last_mode = TK_EXEC_REPLAYED;
             s->last_direct = 1;
         }
     } else if (s->graphs && (g = staged_graph(s, pl))) {
-        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_STAGED, in, out, t, s->views, made, NULL)) &&
+        if (!(rc = bind_tensors(s, s->ctx, pl, BIND_STAGED, in, out, t, s->views, made, NULL, 0)) &&
             !(rc = tk_cuda_graph_launch(s->ctx, g)))
             s->last_mode = TK_EXEC_REPLAYED;
     } else {
         bind_mode mode = !s->staged || inputs_on_device(s, in) ? BIND_DIRECT : BIND_STAGED;
-        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL)))
+        if (!(rc = bind_tensors(s, s->ctx, pl, mode, in, out, t, s->views, made, NULL, 0)))
             rc = run_nodes(s, pl, s->ctx, t, NULL, 0);
         if (!rc && s->graphs && (!s->space_large || pl->runs >= 1))
             capture_later(s, pl);

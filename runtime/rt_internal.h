@@ -20,11 +20,13 @@ struct tk_tensor {
     tk_dtype dtype;
     int rank;
     int64_t shape[TK_MAX_DIMS];
-    int64_t strides[TK_MAX_DIMS]; /* in elements; contiguous, row-major */
+    int64_t strides[TK_MAX_DIMS]; /* in elements; row-major contiguous except session output views */
     tk_device device;
     void *data;      /* host pointer, or a CUdeviceptr stored in a pointer */
     size_t nbytes;
-    int owned;       /* tk_tensor_free releases data */
+    int owned;       /* tk_tensor_free releases data (base, where set) */
+    void *base;      /* a strided view's storage, which data points into (NULL: data is the start) */
+    size_t base_bytes; /* its size */
     tk_ctx *owner;   /* the context that allocated data (device memory is freed through it) */
     tk_sym dims[TK_MAX_DIMS]; /* the shape as tk_sym: constants (= shape[]) unless traced */
     int traced;      /* a trace-mode value: no data, dims may be symbolic, shape[] is -1 there */
@@ -109,6 +111,13 @@ void tk_ctx_reset_failures(tk_ctx *ctx);
 /* A tensor struct the caller embeds (not owned, never passed to tk_tensor_free) over data, for
  * the executor's views into its arena; the shape was checked when the plan was made. */
 void tk_tensor_view_init(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape, void *data);
+/* The same with strides (elements; NULL: contiguous). */
+void tk_tensor_view_strided(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape,
+                            const int64_t *strides, void *data);
+/* A new strided view owning its storage: storage bytes allocated on dev (ctx for a GPU), the
+ * elements from offset bytes in, at these strides (elements). */
+int tk_tensor_new_view(tk_tensor **out, tk_ctx *ctx, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape,
+                       const int64_t *strides, size_t storage, size_t offset);
 
 /* A traced tensor (no storage) with the given dtype and symbolic shape, owned by ctx's caller. */
 int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank, const tk_sym *dims);
@@ -122,6 +131,10 @@ int tk_cuda_alloc(tk_ctx *ctx, void **ptr, size_t n);
 void tk_cuda_free(tk_ctx *ctx, void *ptr);
 /* dst/src on the given devices; host<->device copies wait for completion. */
 int tk_cuda_memcpy(tk_ctx *ctx, void *dst, tk_device dst_dev, const void *src, tk_device src_dev, size_t n);
+/* height rows of width bytes, from src (rows pitch bytes apart) to dst (dpitch apart), as
+ * tk_cuda_memcpy orders and waits. */
+int tk_cuda_memcpy2d(tk_ctx *ctx, void *dst, tk_device dst_dev, size_t dpitch, const void *src, tk_device src_dev,
+                     size_t spitch, size_t width, size_t height);
 int tk_cuda_sync(tk_ctx *ctx);
 /* ctx's CUstream (cast to cudaStream_t for CUDA libraries), NULL on the CPU. */
 void *tk_cuda_stream(tk_ctx *ctx);
@@ -264,5 +277,10 @@ const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *n
  * With shape NULL: whether def is one of those ops at all. */
 int tk_layout_view(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape, size_t es,
                    uint64_t *offset);
+/* For a tk::narrow node over an input of this concrete shape: its output as a strided view of the
+ * input's bytes, the input's row-major strides (elements) and the first element's offset (bytes):
+ * 1, or 0 for any other op (with shape NULL: whether def is tk::narrow). */
+int tk_layout_strided(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape, size_t es,
+                      int64_t *strides, uint64_t *offset);
 
 #endif

@@ -273,13 +273,94 @@ void tk_tensor_free(tk_tensor *t)
 {
     if (!t)
         return;
-    if (t->owned && t->data) {
+    void *storage = t->base ? t->base : t->data;
+    if (t->owned && storage) {
         if (t->device.kind == TK_DEVICE_CPU)
-            free(t->data);
+            free(storage);
         else
-            tk_cuda_free(t->owner, t->data);
+            tk_cuda_free(t->owner, storage);
     }
     free(t);
+}
+
+void tk_tensor_view_strided(tk_tensor *t, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape,
+                            const int64_t *strides, void *data)
+{
+    tk_tensor_view_init(t, dev, dtype, rank, shape, data);
+    for (int i = 0; strides && i < rank; i++)
+        t->strides[i] = strides[i];
+}
+
+int tk_tensor_new_view(tk_tensor **out, tk_ctx *ctx, tk_device dev, tk_dtype dtype, int rank, const int64_t *shape,
+                       const int64_t *strides, size_t storage, size_t offset)
+{
+    size_t nbytes;
+    void *base = NULL;
+    int rc;
+    *out = NULL;
+    if ((rc = check_layout(&nbytes, dtype, rank, shape)))
+        return rc;
+    if (dev.kind == TK_DEVICE_CPU) {
+        size_t rounded = (storage + TK_HOST_ALIGN - 1) / TK_HOST_ALIGN * TK_HOST_ALIGN;
+        if (!(base = aligned_alloc(TK_HOST_ALIGN, rounded ? rounded : TK_HOST_ALIGN)))
+            return tk_error_set(TK_ENOMEM, "out of memory allocating %zu bytes for a tensor", storage);
+    } else if ((rc = tk_cuda_alloc(ctx, &base, storage))) {
+        return rc;
+    }
+    tk_tensor *t = tensor_alloc(dev, dtype, rank, shape, nbytes);
+    if (!t) {
+        if (dev.kind == TK_DEVICE_CPU)
+            free(base);
+        else
+            tk_cuda_free(ctx, base);
+        return tk_error_set(TK_ENOMEM, "out of memory");
+    }
+    for (int i = 0; i < rank; i++)
+        t->strides[i] = strides[i];
+    t->data = (char *)base + offset;
+    t->owned = 1;
+    t->owner = dev.kind == TK_DEVICE_CPU ? NULL : ctx;
+    t->base = base;
+    t->base_bytes = storage;
+    *out = t;
+    return 0;
+}
+
+const int64_t *tk_tensor_strides(const tk_tensor *t) { return t ? t->strides : NULL; }
+
+int tk_tensor_is_contiguous(const tk_tensor *t)
+{
+    int64_t s = 1;
+    for (int i = t ? t->rank - 1 : -1; i >= 0; i--) {
+        if (t->shape[i] != 1 && t->strides[i] != s)
+            return 0;
+        s *= t->shape[i];
+    }
+    return 1;
+}
+
+/* t as rows of row elements with pitch elements from one row's start to the next: a
+ * contiguous run of its last dims, the dims before it one uniform pitch apart. 0 when t is not
+ * of that form. */
+static int rows_of(const tk_tensor *t, int64_t *rows, int64_t *row, int64_t *pitch)
+{
+    int d = t->rank - 1;
+    *rows = 1, *row = 1, *pitch = 0;
+    for (; d >= 0 && (t->shape[d] == 1 || t->strides[d] == *row); d--)
+        *row *= t->shape[d];
+    for (int64_t next = -1; d >= 0; d--) {
+        if (t->shape[d] == 1)
+            continue;
+        if (next >= 0 && t->strides[d] != next)
+            return 0;
+        if (!*pitch)
+            *pitch = t->strides[d];
+        *rows *= t->shape[d];
+        next = t->strides[d] * t->shape[d];
+    }
+    if (!*pitch)
+        *pitch = *row;
+    return *pitch >= *row;
 }
 
 int64_t tk_numel(const tk_tensor *t)
@@ -344,14 +425,37 @@ int tk_tensor_copy(tk_ctx *ctx, tk_tensor *dst, const tk_tensor *src)
         return tk_error_set(TK_EINVAL, "cannot copy a %s %s tensor into a %s %s one",
                             shape_str(src->rank, src->shape, a, sizeof(a)), tk_dtype_name(src->dtype),
                             shape_str(dst->rank, dst->shape, b, sizeof(b)), tk_dtype_name(dst->dtype));
-    if (dst->device.kind == TK_DEVICE_CPU && src->device.kind == TK_DEVICE_CPU) {
+    int host = dst->device.kind == TK_DEVICE_CPU && src->device.kind == TK_DEVICE_CPU;
+    if (!host && (!ctx || ctx->device.kind != TK_DEVICE_CUDA))
+        return tk_error_set(TK_EINVAL, "copying a tensor from '%s' to '%s' needs a context on a CUDA device, got %s",
+                            tk_device_name(src->device, d1, sizeof(d1)), tk_device_name(dst->device, d2, sizeof(d2)),
+                            ctx ? "one on 'cpu'" : "none");
+    if (!tk_tensor_is_contiguous(dst) || !tk_tensor_is_contiguous(src)) {
+        /* a strided view: both as rows with a pitch (the contiguous side's rows back to back) */
+        const tk_tensor *v = tk_tensor_is_contiguous(dst) ? src : dst;
+        int64_t rows, row, pitch, r2, w2, p2;
+        size_t es = tk_dtype_size(src->dtype);
+        if (dst->rank != src->rank || memcmp(dst->shape, src->shape, sizeof(int64_t) * (size_t)src->rank) ||
+            !rows_of(v, &rows, &row, &pitch) ||
+            (!tk_tensor_is_contiguous(dst) && !tk_tensor_is_contiguous(src) &&
+             (!rows_of(v == src ? dst : src, &r2, &w2, &p2) || r2 != rows || w2 != row)))
+            return tk_error_set(TK_EUNSUPPORTED, "tk_tensor_copy: a %s strided view copies only into or from one of "
+                                "its shape, as rows a pitch apart", shape_str(v->rank, v->shape, a, sizeof(a)));
+        int64_t sp = tk_tensor_is_contiguous(src) ? row : v == src ? pitch : p2;
+        int64_t dp = tk_tensor_is_contiguous(dst) ? row : v == dst ? pitch : p2;
+        if (host) {
+            for (int64_t r = 0; r < rows; r++)
+                memmove((char *)dst->data + (size_t)(r * dp) * es, (const char *)src->data + (size_t)(r * sp) * es,
+                        (size_t)row * es);
+            return 0;
+        }
+        return tk_cuda_memcpy2d(ctx, dst->data, dst->device, (size_t)dp * es, src->data, src->device, (size_t)sp * es,
+                                (size_t)row * es, (size_t)rows);
+    }
+    if (host) {
         if (src->nbytes)
             memmove(dst->data, src->data, src->nbytes);
         return 0;
     }
-    if (!ctx || ctx->device.kind != TK_DEVICE_CUDA)
-        return tk_error_set(TK_EINVAL, "copying a tensor from '%s' to '%s' needs a context on a CUDA device, got %s",
-                            tk_device_name(src->device, d1, sizeof(d1)), tk_device_name(dst->device, d2, sizeof(d2)),
-                            ctx ? "one on 'cpu'" : "none");
     return tk_cuda_memcpy(ctx, dst->data, dst->device, src->data, src->device, src->nbytes);
 }

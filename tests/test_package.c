@@ -22,6 +22,8 @@
 #include <sys/stat.h>
 
 #include "rt_internal.h"
+#include <tk/ops.h>
+
 #include "tk_test_package.h"
 #include "tk_test_proc.h"
 #include "zipfile.h"
@@ -722,6 +724,71 @@ static void exec__layout_nodes_run_as_views_of_their_input(void **state)
         tk_tensor_free(x);
     }
     tk_session_free(s);
+    fixture_release(&fx);
+}
+
+/* Output views on the CPU: y comes back as a view of x + x's rows, is read through its strides,
+ * is written in place when passed again (the narrow skipped), copies into and out of contiguous
+ * tensors; a strided view is refused as an input, to an op and for other shapes. */
+static void exec__outputs_cut_from_a_value_come_back_as_views_of_it(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s, *plain;
+    const tk_node_profile *prof;
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.output_views = 1;
+    fixture_init(&fx, tp_oview_model());
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, &o));
+    tk_assert_ok(tk_exec_session_new(&plain, fx.p, CPU, NULL));
+    tk_tensor *x = tp_input(5, 1), *out[2] = {NULL, NULL}, *pout[2] = {NULL, NULL};
+    tk_assert_ok(tk_session_run(s, &x, 1, out, 2));
+    assert_false(tk_tensor_is_contiguous(out[0]));
+    assert_true(tk_tensor_is_contiguous(out[1]));
+    assert_int_equal(tk_tensor_strides(out[0])[0], TP_IN);
+    assert_int_equal(tk_tensor_strides(out[0])[1], 1);
+    assert_int_equal(tk_tensor_nbytes(out[0]), 5 * 2 * sizeof(float));
+    tp_oview_check(x, out[0], out[1]);
+    tk_assert_ok(tk_session_run(plain, &x, 1, pout, 2)); /* the default: contiguous */
+    assert_true(tk_tensor_is_contiguous(pout[0]));
+    tp_oview_check(x, pout[0], pout[1]);
+    /* passed again: computed in place, the narrow skipped */
+    tk_tensor *x2 = tp_input(5, 7);
+    tk_assert_ok(tk_session_set_profiling(s, 1));
+    tk_assert_ok(tk_session_run(s, &x2, 1, out, 2));
+    tp_oview_check(x2, out[0], out[1]);
+    assert_int_equal(tk_session_profile(s, &prof), 3);
+    assert_string_equal(prof[1].op, "tk::narrow (output view)");
+    assert_true(prof[1].bytes == 0);
+    tk_assert_ok(tk_session_set_profiling(s, 0));
+    /* copies: the view into a contiguous tensor and back into the view */
+    tk_tensor *dense = NULL;
+    tk_assert_ok(tk_tensor_new(&dense, NULL, CPU, TK_F32, 2, tk_tensor_shape(out[0])));
+    tk_assert_ok(tk_tensor_copy(NULL, dense, out[0]));
+    tp_oview_check(x2, dense, out[1]);
+    tk_assert_ok(tk_tensor_copy(NULL, out[0], pout[0]));
+    tp_oview_check(x, out[0], pout[1]);
+    /* refusals */
+    tk_tensor *x3 = tp_input(3, 2);
+    tk_assert_fails(tk_session_run(s, &x3, 1, out, 2), TK_EINVAL, "output 0 is f32 [5, 2], the program gives f32 [3, 2]");
+    tk_tensor *wrong = NULL;
+    const int64_t shp[2] = {5, 2};
+    tk_assert_ok(tk_tensor_new_view(&wrong, NULL, CPU, TK_F32, 2, shp, (const int64_t[]){4, 1}, 5 * 4 * 4, 0));
+    tk_tensor *xs[1] = {x};
+    tk_tensor *mixed[2] = {wrong, NULL};
+    tk_assert_fails(tk_session_run(s, xs, 1, mixed, 2), TK_EINVAL,
+                    "output 0 is a strided view this program does not make for these inputs");
+    assert_null(tk_add(tk_session_ctx(s), out[0], out[0]));
+    assert_contains(tk_error_last(), "input 'a' (in[0]) of op 'tk::add' is a strided view");
+    tk_tensor *fx_in = NULL;
+    const int64_t shape4[2] = {5, 4};
+    tk_assert_ok(tk_tensor_new_view(&fx_in, NULL, CPU, TK_F32, 2, shape4, (const int64_t[]){8, 1}, 5 * 8 * 4, 0));
+    tk_assert_fails(tk_session_run(s, &fx_in, 1, pout + 0, 2), TK_EINVAL, "input 'x' is a strided view");
+    tk_tensor *frees[] = {x, x2, x3, out[0], out[1], pout[0], pout[1], dense, wrong, fx_in};
+    for (size_t i = 0; i < sizeof frees / sizeof *frees; i++)
+        tk_tensor_free(frees[i]);
+    tk_session_free(s);
+    tk_session_free(plain);
     fixture_release(&fx);
 }
 
@@ -1596,6 +1663,7 @@ int main(void)
         cmocka_unit_test(exec__folded_weights_serve_two_programs_and_changing_shapes),
         cmocka_unit_test(exec__layout_views_only_where_the_bytes_run_contiguous),
         cmocka_unit_test(exec__layout_nodes_run_as_views_of_their_input),
+        cmocka_unit_test(exec__outputs_cut_from_a_value_come_back_as_views_of_it),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),

@@ -289,6 +289,60 @@ static void gpu__layout_views_stay_correct_through_graphs(void **state)
     free(w);
 }
 
+/* Output views on the GPU: the first run allocates y as a view of x + x's rows; the same tensors
+ * again run through a direct graph that writes the view in place (the narrow skipped); inputs from
+ * the host go through the staged graph, its y copied into the view with a 2-D copy. Every result
+ * read back through tk_tensor_copy against the host's. */
+static void gpu__output_views_are_written_in_place_by_graphs(void **state)
+{
+    (void)state;
+    tk_program_model *m = tp_oview_model();
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    tk_exec_program *p;
+    tk_session *s;
+    tk_exec_stats st;
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.output_views = 1;
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'oview'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s, p, GPU, &o));
+    tk_ctx *ctx = tk_session_ctx(s);
+    tk_tensor *x = tp_input(6, 0), *dx = NULL, *out[2] = {NULL, NULL};
+    tk_assert_ok(tk_tensor_new(&dx, ctx, GPU, TK_F32, 2, tk_tensor_shape(x)));
+    size_t direct = 0, replayed = 0;
+    for (int i = 0; i < 40; i++) {
+        tk_tensor *xi = tp_input(6, i), *host[2];
+        int from_host = i >= 30;
+        tk_assert_ok(tk_tensor_copy(ctx, dx, xi));
+        tk_tensor *arg = from_host ? xi : dx;
+        tk_assert_ok(tk_session_run(s, &arg, 1, out, 2));
+        assert_false(tk_tensor_is_contiguous(out[0]));
+        tk_exec_session_stats(s, &st);
+        direct += st.last_direct;
+        replayed += st.last_mode == TK_EXEC_REPLAYED;
+        for (int k = 0; k < 2; k++) {
+            tk_assert_ok(tk_tensor_new(&host[k], NULL, CPU, TK_F32, 2, tk_tensor_shape(out[k])));
+            tk_assert_ok(tk_tensor_copy(ctx, host[k], out[k]));
+        }
+        tp_oview_check(xi, host[0], host[1]);
+        tk_tensor_free(host[0]);
+        tk_tensor_free(host[1]);
+        tk_tensor_free(xi);
+        if (i == 20)
+            tk_exec_session_wait_captures(s);
+    }
+    assert_true(direct > 0);
+    assert_true(replayed > direct); /* the staged graph too */
+    tk_tensor_free(out[0]);
+    tk_tensor_free(out[1]);
+    tk_tensor_free(dx);
+    tk_tensor_free(x);
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    tk_program_model_free(m);
+    free(w);
+}
+
 static void gpu__sessions_share_weights_and_agree(void **state)
 {
     (void)state;
@@ -556,6 +610,7 @@ int main(void)
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__layout_views_stay_correct_through_graphs),
+        cmocka_unit_test(gpu__output_views_are_written_in_place_by_graphs),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
         cmocka_unit_test(gpu__same_tensors_run_through_a_direct_graph),

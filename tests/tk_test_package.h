@@ -242,6 +242,49 @@ static inline void tp_views_check(const tk_tensor *x, const tk_tensor *y, const 
                          zp[c * batch + r], 4 * xp[r * TP_IN + 1 + c]);
 }
 
+/* test::oview, x [batch, 4]: y = narrow(x + x, 1, 1, 2) [batch, 2] (an output view of x + x's
+ * rows: strides {4, 1}, from element 1) and k = x * x. Values: x 0, a 1, y 2, k 3. */
+static inline tk_program_model *tp_oview_model(void)
+{
+    tk_program_model *m;
+    static const int64_t narrow_args[] = {1, 1, 2};
+    static const char *const narrow_names[] = {"dim", "start", "length"};
+    tk_assert_ok(tk_program_model_new(&m, "test::oview"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, TP_IN);
+    tp_set(m, &tp_node(m, "tk::add", 2, 1, 0, 0)->outputs[0], 1, NULL, 2, "batch", 0, TP_IN);
+    tk_pm_node *n = tp_node(m, "tk::narrow", 4, 2, 1, -1);
+    tp_int_attrs(m, n, 1, 3, narrow_args, narrow_names);
+    tp_set(m, &n->outputs[0], 2, NULL, 2, "batch", 0, 2);
+    tp_set(m, &tp_node(m, "tk::mul", 2, 3, 0, 0)->outputs[0], 3, NULL, 2, "batch", 0, TP_IN);
+    tp_set(m, tk_pm_add_output(m), 2, NULL, 2, "batch", 0, 2);
+    tp_set(m, tk_pm_add_output(m), 3, NULL, 2, "batch", 0, TP_IN);
+    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::mul", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", 1);
+    tk_pm_sort(m);
+    return m;
+}
+
+/* test::oview's outputs (on the host, y contiguous or a view of rows of 4) against x. */
+static inline void tp_oview_check(const tk_tensor *x, const tk_tensor *y, const tk_tensor *k)
+{
+    const float *xp = tk_tensor_data(x), *yp = tk_tensor_data(y), *kp = tk_tensor_data(k);
+    const int64_t *ys = tk_tensor_strides(y);
+    int64_t batch = tk_tensor_shape(x)[0];
+    assert_int_equal(tk_tensor_shape(y)[0], batch);
+    assert_int_equal(tk_tensor_shape(y)[1], 2);
+    for (int64_t r = 0; r < batch; r++) {
+        for (int c = 0; c < 2; c++)
+            if (yp[r * ys[0] + c * ys[1]] != 2 * xp[r * TP_IN + 1 + c])
+                fail_msg("batch %lld: y[%lld][%d] is %g, expected %g", (long long)batch, (long long)r, c,
+                         yp[r * ys[0] + c * ys[1]], 2 * xp[r * TP_IN + 1 + c]);
+        for (int c = 0; c < TP_IN; c++)
+            if (kp[r * TP_IN + c] != xp[r * TP_IN + c] * xp[r * TP_IN + c])
+                fail_msg("batch %lld: k[%lld][%d] is %g", (long long)batch, (long long)r, c, kp[r * TP_IN + c]);
+    }
+}
+
 /* The suite's signing key and trust file (TK_TEST_TMPDIR/trusted_keys-<pid>, set as
  * TKEXPORT_TRUST_FILE, the key its one line; TKEXPORT_TRUSTED_KEYS unset), so that nothing
  * reads the home folder's. Made by tp_trust_setup, dropped by tp_trust_teardown. */

@@ -67,10 +67,19 @@ void tk_tensor_free(tk_tensor *t);
 
 tk_device tk_tensor_device(const tk_tensor *t);
 const int64_t *tk_tensor_shape(const tk_tensor *t);
+/* The bytes of its elements (dtype size times element count). */
 size_t tk_tensor_nbytes(const tk_tensor *t);
+/* Strides in elements, one per dim. Every tensor is contiguous (row-major, nothing between the
+ * elements) except the outputs a session with output views allocates (tk_session_options): one
+ * the program cuts out of a larger value, e.g. logits narrowed out of padded rows, is then a
+ * strided view of that value's storage. Read such a tensor through its strides, or copy it into
+ * a contiguous one with tk_tensor_copy; ops and tk_session_run refuse it as an input. */
+const int64_t *tk_tensor_strides(const tk_tensor *t);
+int tk_tensor_is_contiguous(const tk_tensor *t);
 
 /* Copies src into dst (same dtype and element count; any devices), on ctx's stream, and waits
- * when either side is host memory. */
+ * when either side is host memory. Either may be a strided output view (then both have the
+ * same shape); element order is row-major. */
 int tk_tensor_copy(tk_ctx *ctx, tk_tensor *dst, const tk_tensor *src);
 
 /* --- ops --------------------------------------------------------------------------------- */
@@ -183,15 +192,22 @@ void tk_session_free(tk_session *s);
  * going first; 0 is 1024. Each costs a few hundred bytes of host memory plus its graph (host and
  * device memory of the driver's; docs/runtime.md gives measured figures). CPU sessions ignore the
  * prefill. Initialize with TK_SESSION_OPTIONS_INIT. */
-#define TK_SESSION_OPTIONS_VERSION 1
+#define TK_SESSION_OPTIONS_VERSION 2
 #define TK_SESSION_MAX_SHAPES (1u << 20)
 typedef enum tk_prefill { TK_PREFILL_AUTO, TK_PREFILL_NOW, TK_PREFILL_OFF } tk_prefill;
 typedef struct tk_session_options {
     unsigned version;  /* TK_SESSION_OPTIONS_VERSION */
     tk_prefill prefill;
     size_t max_shapes; /* 0: 1024; at most TK_SESSION_MAX_SHAPES */
+    /* Version 2. 1: an output the program cuts out of a larger value with tk::narrow (GPT-2's
+     * logits narrowed out of rows padded to a multiple of 64) is allocated, where tk_session_run
+     * allocates it, as a strided view of storage the size of that value: the program computes
+     * the value in place there and copies nothing (PyTorch's compiled models return such views).
+     * Passing that tensor again for the same shapes keeps it so; tk_tensor_strides reads it. 0
+     * (the default): every output is contiguous. */
+    int output_views;
 } tk_session_options;
-#define TK_SESSION_OPTIONS_INIT {TK_SESSION_OPTIONS_VERSION, TK_PREFILL_AUTO, 0}
+#define TK_SESSION_OPTIONS_INIT {TK_SESSION_OPTIONS_VERSION, TK_PREFILL_AUTO, 0, 0}
 /* tk_session_new with options (NULL: the defaults); TK_EINVAL for an options version this libtkrt
  * does not know or a value out of range. */
 int tk_session_new_ex(tk_session **out, tk_package *pkg, tk_device dev, const tk_session_options *opts);

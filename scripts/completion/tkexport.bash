@@ -10,7 +10,7 @@ _tkexport_options() {
         export) echo "--build-dir --cache-dir --extra-arg --help --jobs --max-depth --no-cache --output --program --weights --version" ;;
         inspect) echo "--format --help --version" ;;
         compile) echo "--arch --autotune --cache-dir --help --jobs --no-cache --no-sign --output --quiet --sign-key --version" ;;
-        run) echo "--allow-unsigned --bench --bind --device --help --input --output-dir --prefill --profile --seed --shapes --warmup --version" ;;
+        run) echo "--allow-unsigned --bench --bind --dense-outputs --device --help --input --output-dir --prefill --profile --seed --shapes --warmup --version" ;;
         keygen) echo "--force --help --output --trust --version" ;;
     esac
 }
