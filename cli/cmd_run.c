@@ -848,7 +848,7 @@ int cmd_run(int argc, char **argv)
         printf("%s: %s  from %s\n", io->name, tensor_text(host_in[i], shape, sizeof shape), a->spec);
     }
     double t_session = now_us();
-    if ((err = tk_session_new(&s, pkg, dev))) {
+    if ((err = tk_session_new_ex(&s, pkg, dev, &sopts))) {
         rc = fail(err);
         goto done;
     }

@@ -27,6 +27,12 @@ step(0 COMMAND ${TKEXPORT} inspect ${WORK}/tiny.tkprog
 step(0 COMMAND ${TKEXPORT} compile ${WORK}/tiny.tkprog -o ${WORK}/tiny.tkpkg --no-sign)
 step(0 COMMAND ${TKEXPORT} run ${WORK}/tiny.tkpkg --device cpu --allow-unsigned --input ids=random:2x16
   --input pos=random:2x16 --profile
-  STDOUT "out0: bf16\\[2, 16, 512\\].*tk::transpose \\(folded\\).*tk::_linear_gelu")
+  STDOUT "out0: bf16\\[2, 16, 500\\].*tk::transpose \\(folded\\).*tk::_linear_gelu.*tk::narrow \\(output view\\)")
+# the logits as a view of the padded LM head's rows (the default) and copied out of them: the same
+step(0 COMMAND ${TKEXPORT} run ${WORK}/tiny.tkpkg --device cpu --allow-unsigned --input ids=random:2x16
+  --input pos=random:2x16 -o ${WORK}/logits_view.npy)
+step(0 COMMAND ${TKEXPORT} run ${WORK}/tiny.tkpkg --device cpu --allow-unsigned --input ids=random:2x16
+  --input pos=random:2x16 --dense-outputs -o ${WORK}/logits_dense.npy)
+step(0 COMMAND ${CMAKE_COMMAND} -E compare_files ${WORK}/logits_view.npy ${WORK}/logits_dense.npy)
 step(0 COMMAND ${TKEXPORT} run ${WORK}/tiny.tkpkg --device cpu --allow-unsigned --shapes uniform --bench 20
   --warmup 2 STDOUT "shapes uniform over batch in \\[1, 16\\], seq in \\[1, 128\\]")

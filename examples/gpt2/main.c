@@ -5,7 +5,8 @@
  *
  * The first form writes random parameters with a fixed seed under the Hugging Face GPT-2 names
  * and shapes (no checkpoint can be downloaded here): GPT-2 small (vocab 50257, 1024 positions,
- * width 768, 12 layers), or with --tiny a 2-layer model of width 64 (vocab 512, 128 positions)
+ * width 768, 12 layers), or with --tiny a 2-layer model of width 64 (vocab 500, 128 positions;
+ * not a multiple of 64, so the tiny model pads its LM head and narrows the logits as GPT-2 does)
  * for tests. Linear weights ~ N(0, 0.02) as GPT-2's initialization (the residual projections
  * scaled by 1/sqrt(2 layers)), LayerNorm weights 1 and biases 0 plus small noise, so that
  * activations stay in the ranges a trained model has. The second form runs the program on
@@ -29,7 +30,7 @@ typedef struct config {
     int64_t vocab, ctx, width, layers;
 } config;
 
-static const config SMALL = {50257, 1024, 768, 12}, TINY = {512, 128, 64, 2};
+static const config SMALL = {50257, 1024, 768, 12}, TINY = {500, 128, 64, 2};
 
 /* xorshift32 and Box-Muller: the same numbers on every machine */
 static uint32_t g_state = 0x2545f491u;
