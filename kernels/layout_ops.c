@@ -6,6 +6,7 @@
  *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   x.narrow(...)
  *   tk::flatten    (Tensor x, int start_dim=0, int end_dim=-1) -> Tensor  x.flatten(...)
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor       x.unflatten(dim, sizes)
+ *   tk::reshape    (Tensor x, int[] shape) -> Tensor                x.reshape(shape), x.view(shape)
  *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim)
  *   tk::expand     (Tensor x, int[] sizes) -> Tensor                x.expand(sizes)
  * and tk_split (x.split(sizes, dim)), one tk::narrow per part. Any dtype; negative dims count from the end. narrow and cat are 2-D copies of rows (tk_copy2d_*:
@@ -307,7 +308,47 @@ static int layout_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *
 
 /* --- flatten and unflatten: the same bytes under another shape ---------------------------------- */
 
-static int reshape_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor_spec *const *out)
+/* tk::reshape: x's elements in order under shape (static sizes, at most one -1, inferred from x's
+ * element count: "batch*seq" for [batch, seq, 768] to [-1, 768]; a divisibility requirement). */
+static int reshape_to(tk_ctx *ctx, const tk_tensor *x, tk_tensor_spec *const *out)
+{
+    int64_t n = 0, known = 1;
+    const int64_t *sizes = tk_arg_ints(ctx, 1, &n);
+    tk_sym shape[TK_MAX_DIMS], numel = TK_SYM(1);
+    int infer = -1, err;
+    char what[128];
+    if (n > TK_MAX_DIMS)
+        return tk_error_set(TK_EINVAL, "op 'tk::reshape': shape has %lld entries (at most %d)", (long long)n,
+                            TK_MAX_DIMS);
+    for (int i = 0; i < (int)n; i++) {
+        if (sizes[i] == -1 && infer < 0)
+            infer = i;
+        else if (sizes[i] < 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::reshape': shape[%d] is %lld (sizes are >= 0, one may be -1)", i,
+                                (long long)sizes[i]);
+        else
+            known *= sizes[i];
+    }
+    for (int d = 0; d < tk_tensor_rank(x); d++)
+        numel = tk_sym_mul_sym(ctx, numel, tk_tensor_sym(x, d));
+    for (int i = 0; i < (int)n; i++)
+        shape[i] = TK_SYM(sizes[i]);
+    if (infer >= 0) {
+        if (known == 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::reshape': a -1 beside a size of 0 cannot be inferred");
+        snprintf(what, sizeof what, "x's element count divisible by %lld (reshape's sizes)", (long long)known);
+        if ((err = tk_require_divisible(ctx, numel, known, what)))
+            return err;
+        shape[infer] = tk_sym_floordiv(ctx, numel, known);
+    } else {
+        snprintf(what, sizeof what, "x's element count == %lld (the product of reshape's sizes)", (long long)known);
+        if ((err = tk_require_eq(ctx, numel, TK_SYM(known), what)))
+            return err;
+    }
+    return tk_spec_set_sym(out[0], tk_tensor_dtype(x), (int)n, shape);
+}
+
+static int regroup_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_tensor_spec *const *out)
 {
     const tk_tensor *x = in[0];
     int rank = tk_tensor_rank(x), err, r = 0;
@@ -331,6 +372,8 @@ static int reshape_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_te
             shape[r++] = tk_tensor_sym(x, d);
         return tk_spec_set_sym(out[0], tk_tensor_dtype(x), r, shape);
     }
+    if (!strcmp(op, "tk::reshape"))
+        return reshape_to(ctx, x, out);
     int dim = 0;
     int64_t n = 0, known = 1;
     const int64_t *sizes = tk_arg_ints(ctx, 2, &n);
@@ -449,10 +492,11 @@ LAYOUT_OP(transpose, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor"
 LAYOUT_OP(expand, "tk::expand", "(Tensor x, int[] sizes) -> Tensor", view_meta, view_run(ctx, "tk::expand", in, out))
 LAYOUT_OP(narrow, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", view_meta,
           narrow_run(ctx, in, out))
-LAYOUT_OP(flatten, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", reshape_meta,
+LAYOUT_OP(flatten, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", regroup_meta,
           reshape_run(ctx, in, out))
-LAYOUT_OP(unflatten, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", reshape_meta,
+LAYOUT_OP(unflatten, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", regroup_meta,
           reshape_run(ctx, in, out))
+LAYOUT_OP(reshape, "tk::reshape", "(Tensor x, int[] shape) -> Tensor", regroup_meta, reshape_run(ctx, in, out))
 
 /* --- views: layout nodes a session runs without copying ---------------------------------------- */
 
@@ -468,9 +512,10 @@ int tk_layout_view(const tk_op_def *def, const tk_value *args, int nargs, int ra
     int perm[TK_MAX_DIMS], dim = 0, ok = 0;
     *offset = 0;
     if (!shape)
-        return def == &tk__op_def_tk_flatten_op || def == &tk__op_def_tk_unflatten_op || def == &tk__op_def_tk_narrow_op ||
-               def == &tk__op_def_tk_permute_op || def == &tk__op_def_tk_transpose_op || def == &tk__op_def_tk_expand_op;
-    if (def == &tk__op_def_tk_flatten_op || def == &tk__op_def_tk_unflatten_op)
+        return def == &tk__op_def_tk_flatten_op || def == &tk__op_def_tk_unflatten_op || def == &tk__op_def_tk_reshape_op ||
+               def == &tk__op_def_tk_narrow_op || def == &tk__op_def_tk_permute_op || def == &tk__op_def_tk_transpose_op ||
+               def == &tk__op_def_tk_expand_op;
+    if (def == &tk__op_def_tk_flatten_op || def == &tk__op_def_tk_unflatten_op || def == &tk__op_def_tk_reshape_op)
         return 1; /* the same bytes in the same order */
     if (def == &tk__op_def_tk_narrow_op) {
         int64_t start = attr_int(args, nargs, 2, -1), len = attr_int(args, nargs, 3, -1), outer = 1, inner = 1;

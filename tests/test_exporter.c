@@ -277,6 +277,13 @@ TK_PROGRAM(layout_prog, "layout", TK_INPUT("x", TK_F32, TK_DIM("batch", 2, 16), 
     return out[0] ? 0 : TK_EINVAL;
 }
 
+/* [batch, seq, 4] -> reshape [-1, 2, 2]: [batch*seq, 2, 2], the -1 inferred from the symbols */
+TK_PROGRAM(reshape_prog, "reshape", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), TK_DIM("seq", 1, 8), 4))
+{
+    out[0] = tk_call(ctx, "tk::reshape", in[0], TK_INTS(-1, 2, 2));
+    return out[0] ? 0 : TK_EINVAL;
+}
+
 /* [batch, seq, 4] -> [batch*seq, 4] -> [batch*seq, 2, 2] */
 TK_PROGRAM(layout_prod_prog, "layout_prod", TK_INPUT("x", TK_F32, TK_DIM("batch", 1, 8), TK_DIM("seq", 1, 8), 4))
 {
@@ -843,6 +850,12 @@ static void trace__layout_ops_keep_dynamic_dims(void **state)
     tk_exec_program_free(p);
     tk_program_model_free(m);
     /* two dynamic dims flattened: their product, through program.json and a session */
+    m = trace_ok("reshape", NULL);
+    assert_int_equal(m->nnodes, 1);
+    assert_string_equal(m->nodes[0].outputs[0].dims[0].expr, "batch*seq");
+    assert_int_equal(m->nodes[0].outputs[0].dims[1].value, 2);
+    assert_int_equal(m->nguards, 0);
+    tk_program_model_free(m);
     m = trace_ok("layout_prod", NULL);
     assert_string_equal(m->nodes[0].outputs[0].dims[0].expr, "batch*seq");
     char *json = NULL;

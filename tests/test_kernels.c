@@ -572,6 +572,23 @@ static void ref__layout_ops_move_elements_where_pytorch_does(void **state)
     assert_contains(tk_error_last(), "op 'tk::transpose': dim1 is 3, outside [-3, 2] for x of rank 3");
     assert_null(tk_call(ctx, "tk::unflatten", x, 2, TK_INTS(3, -1)));
     assert_contains(tk_error_last(), "x dim 2 divisible by 3");
+    /* reshape: [2, 3, 4] as [-1, 6] (4 rows of 6) and [24]: the elements in order */
+    tk_tensor *r = tk_call(ctx, "tk::reshape", x, TK_INTS(-1, 6)), *r1 = tk_call(ctx, "tk::reshape", x, TK_INTS(24));
+    assert_non_null(r);
+    assert_non_null(r1);
+    assert_int_equal(tk_tensor_rank(r), 2);
+    assert_int_equal(tk_tensor_dim(r, 0), 4);
+    assert_int_equal(tk_tensor_dim(r, 1), 6);
+    assert_memory_equal(tk_tensor_data(r), v, sizeof v);
+    assert_memory_equal(tk_tensor_data(r1), v, sizeof v);
+    tk_tensor_free(r);
+    tk_tensor_free(r1);
+    assert_null(tk_call(ctx, "tk::reshape", x, TK_INTS(5, -1)));
+    assert_contains(tk_error_last(), "x's element count divisible by 5 (reshape's sizes) does not hold (24 is not a multiple of 5)");
+    assert_null(tk_call(ctx, "tk::reshape", x, TK_INTS(5, 5)));
+    assert_contains(tk_error_last(), "x's element count == 25 (the product of reshape's sizes) does not hold");
+    assert_null(tk_call(ctx, "tk::reshape", x, TK_INTS(-1, -1)));
+    assert_contains(tk_error_last(), "op 'tk::reshape': shape[1] is -1 (sizes are >= 0, one may be -1)");
     tk_tensor *fl[] = {x, t, p, n, f, u};
     for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
         tk_tensor_free(fl[i]);

@@ -679,6 +679,7 @@ static void exec__layout_views_only_where_the_bytes_run_contiguous(void **state)
     uint64_t off = 99;
     tk_error_clear();
     assert_true(tk_layout_view(flatten, NULL, 0, 2, s2x6, 4, &off) && off == 0);
+    assert_true(tk_layout_view(tk_op_find("tk::reshape"), NULL, 0, 2, s2x6, 4, &off) && off == 0);
     assert_true(tk_layout_view(narrow, nar_rows, 4, 2, s2x6, 4, &off) && off == 6 * 4); /* row 1 of 2 */
     assert_false(tk_layout_view(narrow, nar_cols, 4, 2, s2x6, 4, &off));                 /* cols of 2 rows */
     assert_true(tk_layout_view(narrow, nar_cols, 4, 2, s1x6, 2, &off) && off == 2 * 2);  /* cols of 1 row */

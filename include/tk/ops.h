@@ -81,8 +81,8 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
 
 /* Layout, any dtype, negative dims from the end; dynamic dims keep their symbols. Called eagerly
  * each copies into a new contiguous tensor (tensors have no strides yet); in a package's session
- * a node whose result is one contiguous run of its input's bytes copies nothing (a view): flatten
- * and unflatten always, narrow along the first dim (or any dim whose leading dims are 1), permute
+ * a node whose result is one contiguous run of its input's bytes copies nothing (a view): flatten,
+ * unflatten and reshape always, narrow along the first dim (or any dim whose leading dims are 1), permute
  * and transpose that move only dims of 1, expand that grows nothing (TK_VIEWS=0: copies).
  *   tk::permute    (Tensor x, int[] dims) -> Tensor                  x.permute(dims)
  *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor          x.transpose(dim0, dim1)
@@ -92,6 +92,9 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
  *                  product (symbolic: "batch*seq")
  *   tk::unflatten  (Tensor x, int dim, int[] sizes) -> Tensor        sizes static, one may be -1
  *                  (inferred; x's dim must divide: a guard when it is dynamic)
+ *   tk::reshape    (Tensor x, int[] shape) -> Tensor                x.reshape(shape) / x.view(shape):
+ *                  static sizes, one may be -1 (inferred from x's symbols: [batch, seq, 768] to
+ *                  [-1, 12, 64] gives [batch*seq, 12, 64])
  *   tk::cat        (Tensor a, Tensor b, int dim=0) -> Tensor         torch.cat([a, b], dim): one dtype,
  *                  the other dims equal (guards when dynamic); the dim's size is a's plus b's
  * e.g. tk_call(ctx, "tk::unflatten", h, 2, TK_INTS(12, 64)) makes [B, S, 768] into [B, S, 12, 64]. */
