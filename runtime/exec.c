@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "exec.h"
+#include "log.h"
 #include "rt_internal.h"
 #include "safetensors.h"
 #include "strbuf.h"
@@ -1835,7 +1836,9 @@ static void *capture_one(tk_session *s, plan *pl, bind_mode mode, void *const *p
     void *exec = NULL;
     int rc = bind_tensors(s, s->cap_ctx, pl, mode, NULL, NULL, s->cap_t, s->cap_views, NULL, ptrs, mask);
     for (int attempt = 0; !rc && !exec && attempt < 2; attempt++)
-        capture(s, pl, s->cap_ctx, s->cap_t, &exec);
+        if (capture(s, pl, s->cap_ctx, s->cap_t, &exec))
+            tk_log(TK_LOG_DEBUG, "program '%s': a %s graph's capture failed (attempt %d): %s", s->p->m->name,
+                   mode == BIND_PTRS ? "direct" : "staged", attempt + 1, tk_error_last());
     tk_error_clear();
     return exec;
 }

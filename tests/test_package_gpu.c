@@ -11,6 +11,7 @@
 
 #include "tk_test.h"
 
+#include <tk/log.h>
 #include <tk/ops.h>
 
 #include "rt_internal.h"
@@ -596,12 +597,20 @@ static void gpu__bound_buffers_replay_direct_graphs_for_every_shape(void **state
     fixture_release(&fx);
 }
 
+/* Every message, DEBUG included (a capture that failed says why), on stderr. */
+static void log_all(tk_log_level level, const char *msg, void *user)
+{
+    (void)level, (void)user;
+    fprintf(stderr, "log: %s\n", msg);
+}
+
 int main(void)
 {
     if (tk_cuda_available() != 0) {
         fprintf(stderr, "skipped: %s\n", tk_error_last());
         return 77;
     }
+    tk_log_set(log_all, NULL);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
