@@ -308,43 +308,53 @@ static int layout_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *
 
 /* --- flatten and unflatten: the same bytes under another shape ---------------------------------- */
 
+/* The sizes of unflatten or reshape (arg: the argument's name) for whole (what: how messages name
+ * it, "x dim 2"): static, at most one -1, inferred as whole // the others' product (whole must
+ * divide; a requirement), else their product must be whole; into out[0..n-1]. */
+static int sizes_of(tk_ctx *ctx, const char *op, const char *arg, tk_sym whole, const char *what,
+                    const int64_t *sizes, int n, tk_sym *out)
+{
+    int infer = -1, err;
+    int64_t known = 1;
+    char req[160];
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] == -1 && infer < 0)
+            infer = i;
+        else if (sizes[i] < 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::%s': %s[%d] is %lld (sizes are >= 0, one may be -1)", op, arg, i,
+                                (long long)sizes[i]);
+        else
+            known *= sizes[i];
+        out[i] = TK_SYM(sizes[i]);
+    }
+    if (infer >= 0) {
+        if (known == 0)
+            return tk_error_set(TK_EINVAL, "op 'tk::%s': a -1 beside a size of 0 cannot be inferred", op);
+        snprintf(req, sizeof req, "%s divisible by %lld (%s's %s)", what, (long long)known, op, arg);
+        if ((err = tk_require_divisible(ctx, whole, known, req)))
+            return err;
+        out[infer] = tk_sym_floordiv(ctx, whole, known);
+        return 0;
+    }
+    snprintf(req, sizeof req, "%s == %lld (the product of %s's %s)", what, (long long)known, op, arg);
+    return tk_require_eq(ctx, whole, TK_SYM(known), req);
+}
+
 /* tk::reshape: x's elements in order under shape (static sizes, at most one -1, inferred from x's
  * element count: "batch*seq" for [batch, seq, 768] to [-1, 768]; a divisibility requirement). */
 static int reshape_to(tk_ctx *ctx, const tk_tensor *x, tk_tensor_spec *const *out)
 {
-    int64_t n = 0, known = 1;
+    int64_t n = 0;
     const int64_t *sizes = tk_arg_ints(ctx, 1, &n);
     tk_sym shape[TK_MAX_DIMS], numel = TK_SYM(1);
-    int infer = -1, err;
-    char what[128];
+    int err;
     if (n > TK_MAX_DIMS)
         return tk_error_set(TK_EINVAL, "op 'tk::reshape': shape has %lld entries (at most %d)", (long long)n,
                             TK_MAX_DIMS);
-    for (int i = 0; i < (int)n; i++) {
-        if (sizes[i] == -1 && infer < 0)
-            infer = i;
-        else if (sizes[i] < 0)
-            return tk_error_set(TK_EINVAL, "op 'tk::reshape': shape[%d] is %lld (sizes are >= 0, one may be -1)", i,
-                                (long long)sizes[i]);
-        else
-            known *= sizes[i];
-    }
     for (int d = 0; d < tk_tensor_rank(x); d++)
         numel = tk_sym_mul_sym(ctx, numel, tk_tensor_sym(x, d));
-    for (int i = 0; i < (int)n; i++)
-        shape[i] = TK_SYM(sizes[i]);
-    if (infer >= 0) {
-        if (known == 0)
-            return tk_error_set(TK_EINVAL, "op 'tk::reshape': a -1 beside a size of 0 cannot be inferred");
-        snprintf(what, sizeof what, "x's element count divisible by %lld (reshape's sizes)", (long long)known);
-        if ((err = tk_require_divisible(ctx, numel, known, what)))
-            return err;
-        shape[infer] = tk_sym_floordiv(ctx, numel, known);
-    } else {
-        snprintf(what, sizeof what, "x's element count == %lld (the product of reshape's sizes)", (long long)known);
-        if ((err = tk_require_eq(ctx, numel, TK_SYM(known), what)))
-            return err;
-    }
+    if ((err = sizes_of(ctx, "reshape", "shape", numel, "x's element count", sizes, (int)n, shape)))
+        return err;
     return tk_spec_set_sym(out[0], tk_tensor_dtype(x), (int)n, shape);
 }
 
@@ -375,41 +385,22 @@ static int regroup_meta(tk_ctx *ctx, const char *op, tk_tensor *const *in, tk_te
     if (!strcmp(op, "tk::reshape"))
         return reshape_to(ctx, x, out);
     int dim = 0;
-    int64_t n = 0, known = 1;
+    int64_t n = 0;
     const int64_t *sizes = tk_arg_ints(ctx, 2, &n);
+    tk_sym parts[TK_MAX_DIMS];
+    char what[32];
     if ((err = norm_dim(op, "dim", tk_arg_int(ctx, 1), rank, 0, &dim)))
         return err;
     if (n < 1 || rank - 1 + n > TK_MAX_DIMS)
         return tk_error_set(TK_EINVAL, "op 'tk::unflatten': sizes has %lld entries (1 to %d for x of rank %d)",
                             (long long)n, TK_MAX_DIMS - rank + 1, rank);
-    int infer = -1;
-    for (int i = 0; i < n; i++) {
-        if (sizes[i] == -1 && infer < 0)
-            infer = i;
-        else if (sizes[i] < 0)
-            return tk_error_set(TK_EINVAL, "op 'tk::unflatten': sizes[%d] is %lld (sizes are >= 0, one may be -1)", i,
-                                (long long)sizes[i]);
-        else
-            known *= sizes[i];
-    }
-    tk_sym whole = tk_tensor_sym(x, dim), inferred = TK_SYM(0);
-    char what[128];
-    if (infer >= 0) {
-        if (known == 0)
-            return tk_error_set(TK_EINVAL, "op 'tk::unflatten': a -1 beside a size of 0 cannot be inferred");
-        snprintf(what, sizeof what, "x dim %d divisible by %lld (unflatten's sizes)", dim, (long long)known);
-        if ((err = tk_require_divisible(ctx, whole, known, what)))
-            return err;
-        inferred = tk_sym_floordiv(ctx, whole, known);
-    } else {
-        snprintf(what, sizeof what, "x dim %d == %lld (the product of unflatten's sizes)", dim, (long long)known);
-        if ((err = tk_require_eq(ctx, whole, TK_SYM(known), what)))
-            return err;
-    }
+    snprintf(what, sizeof what, "x dim %d", dim);
+    if ((err = sizes_of(ctx, "unflatten", "sizes", tk_tensor_sym(x, dim), what, sizes, (int)n, parts)))
+        return err;
     for (int d = 0; d < dim; d++)
         shape[r++] = tk_tensor_sym(x, d);
     for (int i = 0; i < n; i++)
-        shape[r++] = i == infer ? inferred : TK_SYM(sizes[i]);
+        shape[r++] = parts[i];
     for (int d = dim + 1; d < rank; d++)
         shape[r++] = tk_tensor_sym(x, d);
     return tk_spec_set_sym(out[0], tk_tensor_dtype(x), r, shape);

@@ -584,9 +584,9 @@ static void ref__layout_ops_move_elements_where_pytorch_does(void **state)
     tk_tensor_free(r);
     tk_tensor_free(r1);
     assert_null(tk_call(ctx, "tk::reshape", x, TK_INTS(5, -1)));
-    assert_contains(tk_error_last(), "x's element count divisible by 5 (reshape's sizes) does not hold (24 is not a multiple of 5)");
+    assert_contains(tk_error_last(), "x's element count divisible by 5 (reshape's shape) does not hold (24 is not a multiple of 5)");
     assert_null(tk_call(ctx, "tk::reshape", x, TK_INTS(5, 5)));
-    assert_contains(tk_error_last(), "x's element count == 25 (the product of reshape's sizes) does not hold");
+    assert_contains(tk_error_last(), "x's element count == 25 (the product of reshape's shape) does not hold");
     assert_null(tk_call(ctx, "tk::reshape", x, TK_INTS(-1, -1)));
     assert_contains(tk_error_last(), "op 'tk::reshape': shape[1] is -1 (sizes are >= 0, one may be -1)");
     tk_tensor *fl[] = {x, t, p, n, f, u};

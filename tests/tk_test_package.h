@@ -53,6 +53,18 @@ static inline void tp_set(tk_program_model *m, tk_pm_value *v, int id, const cha
     tp_own(m, tp_value(v, id, name, rank, e0, d0, d1));
 }
 
+/* A built-in op in m's table, its schema as the runtime registers it. */
+static inline void tp_builtin(tk_program_model *m, const char *name)
+{
+    const tk_op_def *def = tk_op_find(name);
+    assert_non_null(def);
+    tk_pm_op *op = tk_pm_add_op(m, name);
+    assert_non_null(op);
+    op->schema = tk_pm_strdup(m, def->schema);
+    op->file = tk_pm_strdup(m, "<builtin>");
+    op->builtin = 1;
+}
+
 static inline void tp_op(tk_program_model *m, const char *name, const char *schema, int builtin)
 {
     tk_pm_op *op = tk_pm_add_op(m, name);
@@ -214,12 +226,9 @@ static inline tk_program_model *tp_views_model(void)
     tk_pm_value *z = tk_pm_add_output(m);
     tp_set(m, z, 8, NULL, 2, NULL, 2, 0);
     z->dims[1].expr = tk_pm_strdup(m, "batch"), z->dims[1].value = -1;
-    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
-    tp_op(m, "tk::mul", "(Tensor a, Tensor b) -> Tensor", 1);
-    tp_op(m, "tk::flatten", "(Tensor x, int start_dim=0, int end_dim=-1) -> Tensor", 1);
-    tp_op(m, "tk::unflatten", "(Tensor x, int dim, int[] sizes) -> Tensor", 1);
-    tp_op(m, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", 1);
-    tp_op(m, "tk::transpose", "(Tensor x, int dim0, int dim1) -> Tensor", 1);
+    static const char *const ops[] = {"tk::add", "tk::mul", "tk::flatten", "tk::unflatten", "tk::narrow", "tk::transpose"};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++)
+        tp_builtin(m, ops[i]);
     tk_pm_sort(m);
     return m;
 }
@@ -259,9 +268,9 @@ static inline tk_program_model *tp_oview_model(void)
     tp_set(m, &tp_node(m, "tk::mul", 2, 3, 0, 0)->outputs[0], 3, NULL, 2, "batch", 0, TP_IN);
     tp_set(m, tk_pm_add_output(m), 2, NULL, 2, "batch", 0, 2);
     tp_set(m, tk_pm_add_output(m), 3, NULL, 2, "batch", 0, TP_IN);
-    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
-    tp_op(m, "tk::mul", "(Tensor a, Tensor b) -> Tensor", 1);
-    tp_op(m, "tk::narrow", "(Tensor x, int dim, int start, int length) -> Tensor", 1);
+    tp_builtin(m, "tk::add");
+    tp_builtin(m, "tk::mul");
+    tp_builtin(m, "tk::narrow");
     tk_pm_sort(m);
     return m;
 }
