@@ -579,6 +579,28 @@ int tk_layout_strided(const tk_op_def *def, const tk_value *args, int nargs, int
     return 1;
 }
 
+int tk_layout_permuted(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape,
+                       int64_t *strides)
+{
+    int perm[TK_MAX_DIMS], transpose = def == &tk__op_def_tk_transpose_op;
+    int64_t in_st[TK_MAX_DIMS], s = 1;
+    const tk_value *dims = args && nargs > 1 && args[1].kind == TK_VALUE_INTS ? &args[1] : NULL;
+    if ((!transpose && def != &tk__op_def_tk_permute_op) || (!transpose && !dims))
+        return 0;
+    if (perm_from(def->name, rank, attr_int(args, nargs, 1, INT64_MAX), attr_int(args, nargs, 2, INT64_MAX),
+                  transpose ? NULL : dims->u.ints.v, transpose ? 0 : dims->u.ints.n, perm)) {
+        tk_error_clear();
+        return 0;
+    }
+    for (int d = rank - 1; d >= 0; d--) {
+        in_st[d] = s;
+        s *= shape[d];
+    }
+    for (int d = 0; d < rank; d++)
+        strides[d] = in_st[perm[d]];
+    return 1;
+}
+
 int tk_split_at(tk_ctx *ctx, const char *file, int line, tk_tensor *x, const int64_t *sizes, int n, int dim,
                 tk_tensor **parts)
 {

@@ -292,6 +292,7 @@ typedef struct lt_problem {
     int matmul;                         /* tk::matmul's a b (see there), not x W^T */
     int64_t batch;                      /* tk::matmul: products a call; its b shared by them (0) or not */
     int shared_b;
+    int b_t;                            /* tk::matmul's b a transposed view: [..., N, K] in memory */
     tk_lt_key key;                      /* kind PLAN_EXACT, m = M */
 } lt_problem;
 
@@ -303,10 +304,11 @@ static int get_desc(const tk_cublaslt_ref *lt, const lt_problem *pb, const void 
     const tk_cublaslt *api = lt->api;
     tk_lt_ctx *local = lt->local;
     int dt = pb->dtype == TK_F32 ? 0 : pb->dtype == TK_F16 ? 1 : 2;
-    int rc = 0, slot = pb->matmul ? 12 + dt : dt * 4 + pb->gelu * 2 + (bias != NULL);
+    int rc = 0, slot = pb->matmul ? 12 + 3 * pb->b_t + dt : dt * 4 + pb->gelu * 2 + (bias != NULL);
     cublasLtMatmulDesc_t desc = local->desc[slot];
     if (!desc) {
-        int32_t trans_a = pb->matmul ? CUBLAS_OP_N : CUBLAS_OP_T, trans_b = CUBLAS_OP_N, bias_type = (int32_t)pb->type;
+        int32_t trans_a = pb->matmul && !pb->b_t ? CUBLAS_OP_N : CUBLAS_OP_T, trans_b = CUBLAS_OP_N,
+                bias_type = (int32_t)pb->type;
         uint32_t epilogue = pb->epilogue;
         LT_CHECK(api->MatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         LT_CHECK(api->MatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof trans_a));
@@ -334,9 +336,9 @@ done:
 static int make_layouts(const tk_cublaslt *api, const lt_problem *pb, int64_t m, tk_lt_plan *p)
 {
     int rc = 0;
-    if (pb->matmul)
+    if (pb->matmul && !pb->b_t)
         LT_CHECK(api->MatrixLayoutCreate(&p->a, pb->type, (uint64_t)pb->N, (uint64_t)pb->K, pb->N));
-    else
+    else /* W [N, K] (tk::linear), or b as the transposed view of a [..., N, K]: K x N, ld K, op T */
         LT_CHECK(api->MatrixLayoutCreate(&p->a, pb->type, (uint64_t)pb->K, (uint64_t)pb->N, pb->K));
     LT_CHECK(api->MatrixLayoutCreate(&p->b, pb->type, (uint64_t)pb->K, (uint64_t)m, pb->K));
     LT_CHECK(api->MatrixLayoutCreate(&p->d, pb->type, (uint64_t)pb->N, (uint64_t)m, pb->N));
@@ -540,7 +542,7 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
     pb.align_a = ptr_alignment(w), pb.align_b = ptr_alignment(x), pb.align_d = ptr_alignment(y);
     pb.align_c = ptr_alignment(r);
     pb.gelu = ex->gelu;
-    pb.matmul = 0, pb.batch = 1, pb.shared_b = 0;
+    pb.matmul = 0, pb.batch = 1, pb.shared_b = 0, pb.b_t = 0;
     if (ex->gelu)
         pb.epilogue = bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
     else
@@ -576,7 +578,7 @@ static int matmul_cublaslt(tk_ctx *ctx, const tk_tensor *a, const tk_tensor *b, 
     if ((rc = tk_cublaslt_get(ctx, &lt)))
         return rc;
     lt_problem pb = {.dtype = tk_tensor_dtype(a), .M = M, .K = K, .N = N, .matmul = 1, .batch = batch,
-                     .shared_b = shared_b, .epilogue = CUBLASLT_EPILOGUE_DEFAULT};
+                     .shared_b = shared_b, .b_t = !tk_tensor_is_contiguous(b), .epilogue = CUBLASLT_EPILOGUE_DEFAULT};
     pb.type = pb.dtype == TK_F32 ? CUDA_R_32F : pb.dtype == TK_F16 ? CUDA_R_16F : CUDA_R_16BF;
     pb.align_a = ptr_alignment(tk_tensor_data(b)), pb.align_b = ptr_alignment(tk_tensor_data(a));
     pb.align_c = pb.align_d = ptr_alignment(tk_tensor_data(y));
@@ -592,7 +594,7 @@ static int matmul_cublaslt(tk_ctx *ctx, const tk_tensor *a, const tk_tensor *b, 
     pb.key = (tk_lt_key){.kind = PLAN_EXACT, .m = M, .n = N, .k = K, .dtype = pb.dtype, .epilogue = pb.epilogue,
                          .align = log2_of(pb.align_a) | log2_of(pb.align_b) << 8 | log2_of(pb.align_d) << 16,
                          .workspace = (int64_t)lt.local->workspace_size, .batch = batch,
-                         .form = shared_b ? 2 : 1};
+                         .form = (shared_b ? 2 : 1) + 2 * pb.b_t};
     void *d = tk_tensor_data(y);
     return lt_run(&lt, &pb, NULL, tk_tensor_data(b), tk_tensor_data(a), d, d, 0.0f, (cudaStream_t)tk_cuda_stream(ctx));
 }
@@ -858,8 +860,14 @@ static int matmul_cpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
         return tk_error_set(TK_ENOMEM, "op 'tk::matmul': out of memory for a [%lld, %lld] operand", (long long)K,
                             (long long)N);
     float *acc = bf + K * N;
+    const int64_t *st = tk_tensor_strides(in[1]);
+    int rb = tk_tensor_rank(in[1]), strided = !tk_tensor_is_contiguous(in[1]);
     for (int64_t p = 0; p < batch; p++) {
-        if (p == 0 || !shared)
+        if ((p == 0 || !shared) && strided) /* b a transposed view (tk_op_takes_strided) */
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t n = 0; n < N; n++)
+                    bf[k * N + n] = tk_ref_load(dt, b, (shared ? 0 : p * K * N) + k * st[rb - 2] + n * st[rb - 1]);
+        else if (p == 0 || !shared)
             for (int64_t k = 0; k < K; k++)
                 widen_row(dt, b, (shared ? 0 : p * K) + k, N, bf + k * N);
         for (int64_t i = 0; i < M; i++) {
@@ -907,3 +915,22 @@ TK_OP(tk_matmul_op, "tk::matmul", "(Tensor a, Tensor b) -> Tensor", .meta = matm
 }
 
 tk_tensor *(tk_matmul)(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::matmul", a, b); }
+
+int tk_op_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides)
+{
+    if (def != &tk__op_def_tk_matmul_op || i != 1)
+        return 0;
+    if (!shape)
+        return 1;
+    /* b [..., K, N] as the transposed view of a contiguous [..., N, K]: cuBLASLt's op T */
+    if (rank < 2 || (shape[rank - 2] != 1 && strides[rank - 2] != 1) ||
+        (shape[rank - 1] != 1 && strides[rank - 1] != shape[rank - 2]))
+        return 0;
+    int64_t next = shape[rank - 2] * shape[rank - 1];
+    for (int d = rank - 3; d >= 0; d--) {
+        if (shape[d] != 1 && strides[d] != next)
+            return 0;
+        next *= shape[d];
+    }
+    return 1;
+}

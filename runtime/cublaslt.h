@@ -73,8 +73,8 @@ typedef struct tk_lt_counters {
 } tk_lt_counters;
 
 /* Matmul descriptors of a context: tk::linear's one per dtype (f32, f16, bf16), bias or none,
- * GELU or none; tk::matmul's one per dtype. */
-enum { TK_LT_NDESC = 15 };
+ * GELU or none; tk::matmul's one per dtype, with b as it lies or b a transposed view. */
+enum { TK_LT_NDESC = 18 };
 
 /* What one context keeps for cuBLASLt: its own, because a context is used by one thread at a
  * time and its stream orders its work. The workspace (tk::linear's matmuls run one after another

@@ -416,7 +416,8 @@ static int op_run_at(tk_ctx *ctx, const tk_resolved_op *op, const char *file, in
         if (t && t->traced && !tracing)
             return tk_error_set(TK_EINVAL, "%s of op '%s' is a traced tensor (it has no data) and the context runs "
                                            "eagerly", input_label(op, i, s1, sizeof s1), name);
-        if (t && !tracing && !tk_tensor_is_contiguous(t))
+        if (t && !tracing && !tk_tensor_is_contiguous(t) &&
+            !tk_op_takes_strided(op->def, i, t->rank, t->shape, t->strides))
             return tk_error_set(TK_EINVAL, "%s of op '%s' is a strided view (a session's output): ops read "
                                 "contiguous tensors, copy it into one with tk_tensor_copy", input_label(op, i, s1, sizeof s1),
                                 name);

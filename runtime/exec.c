@@ -53,6 +53,7 @@ typedef struct xvalue {
     int folded;           /* computed from parameters alone, once per device (fold_nodes) */
     int src;              /* made by a layout node that may be a view (mark_views): its input, else -1 */
     int feeds;            /* the output whose strided view this value may be the storage of, else -1 */
+    int tview;            /* a view candidate every reader of which takes strided tensors (tk::matmul's b) */
     int hold;             /* the last node reading a view of this value's bytes, else -1 */
 } xvalue;
 
@@ -108,6 +109,7 @@ struct tk_exec_program {
     char *fold_labels;    /* their labels, one allocation */
     char *labels;         /* the absorbed nodes' labels, one allocation */
     char *view_labels;    /* the view nodes' labels, one allocation */
+    size_t ntview;        /* values with tview */
     int *out_src;         /* per output: the value it is a strided view of (mark_output_views), or -1 */
     char *oview_labels;   /* their narrow nodes' labels */
 };
@@ -426,7 +428,10 @@ static int fuse_nodes(tk_exec_program *p)
  * expand) whose output is a contiguous run of its input's bytes needs no copy: each plan asks
  * tk_layout_view (kernels/layout_ops.c) for its shapes and, where it answers yes, binds the
  * output to the input's storage at the run's offset and skips the node. Here the candidates are
- * marked, and the storage they read stays alive (hold) as long as any view of it is read. Not for
+ * marked, and the storage they read stays alive (hold) as long as any view of it is read. A
+ * permute or transpose every reader of which takes strided tensors there (tk_op_takes_strided:
+ * tk::matmul's b) is marked tview: where its result is not contiguous, each plan binds it as a
+ * strided view of its input (strided_view) and the readers read it in place. Not for
  * program outputs (a caller's tensor of its own), folded nodes (computed once anyway), or programs
  * with an op that writes its input (a view would see the write, a copy does not). TK_VIEWS=0
  * turns it off (comparisons). */
@@ -454,6 +459,21 @@ static int mark_views(tk_exec_program *p)
             if (p->values[u].hold < p->values[v].last)
                 p->values[u].hold = p->values[v].last;
         cap += strlen(x->pm->op) + 8;
+        /* every reader takes strided tensors there (tk::matmul's b): a transposed view, per plan */
+        int readers_take = 0, others = 0;
+        for (size_t k = n + 1; k < nn; k++)
+            for (int i = 0; i < p->nodes[k].nin; i++)
+                if (p->nodes[k].in[i] == v) {
+                    if (!p->nodes[k].absorbed && !p->nodes[k].folded &&
+                        tk_op_takes_strided(p->nodes[k].op.def, i, 0, NULL, NULL))
+                        readers_take++;
+                    else
+                        others++;
+                }
+        if (readers_take && !others) {
+            p->values[v].tview = 1;
+            p->ntview++;
+        }
     }
     if (!cap)
         return 0;
@@ -725,6 +745,8 @@ typedef struct plan {
     uint64_t *view_at;     /* a view's start in its source's bytes (mark_views); UINT64_MAX: none */
     int64_t *ostr;         /* per output view (out_src): its strides, TK_MAX_DIMS each */
     uint64_t *ooff;        /* ... and its first element's offset in the source's bytes */
+    unsigned char *vst;    /* per value (programs with tview values): a strided view in this plan */
+    int64_t *vstr;         /* ... its strides, TK_MAX_DIMS each */
     size_t total;
     size_t runs;
     int graph_state;       /* under the session's capture lock */
@@ -907,6 +929,8 @@ static void plan_free(tk_session *s, plan *pl)
     free(pl->view_at);
     free(pl->ostr);
     free(pl->ooff);
+    free(pl->vst);
+    free(pl->vstr);
     free(pl);
 }
 
@@ -1265,6 +1289,26 @@ static uint64_t key_hash(const int64_t *key, int n)
     return h ^ (h >> 29);
 }
 
+/* Whether value v (a permute or transpose, tview) is a strided view in plan pl: its strides in
+ * its source's bytes into pl->vstr, and every node reading it takes a tensor of those strides
+ * at that input (tk_op_takes_strided). The source is contiguous: no reader of a strided view is
+ * a layout node. */
+static int strided_view(const tk_exec_program *p, plan *pl, int v)
+{
+    const xvalue *x = &p->values[v], *from = &p->values[x->src];
+    const xnode *node = &p->nodes[x->index];
+    int64_t *st = &pl->vstr[(size_t)v * TK_MAX_DIMS];
+    const int64_t *shape = &pl->shapes[(size_t)v * TK_MAX_DIMS];
+    if (!tk_layout_permuted(node->op.def, node->attrs, node->nin, from->pm->rank,
+                            &pl->shapes[(size_t)x->src * TK_MAX_DIMS], st))
+        return 0;
+    for (int n = x->first + 1; n <= x->last && n < (int)p->m->nnodes; n++)
+        for (int i = 0; i < p->nodes[n].nin; i++)
+            if (p->nodes[n].in[i] == v && !tk_op_takes_strided(p->nodes[n].op.def, i, x->pm->rank, shape, st))
+                return 0;
+    return 1;
+}
+
 static int plan_new(plan **out, tk_session *s, const int64_t *key)
 {
     const tk_exec_program *p = s->p;
@@ -1275,7 +1319,8 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
         !(pl->offset = calloc(n + 1, sizeof(size_t))) || !(pl->size = calloc(n + 1, sizeof(size_t))) ||
         !(pl->view_at = calloc(n + 1, sizeof(uint64_t))) ||
         !(pl->ostr = calloc(p->m->noutputs * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
-        !(pl->ooff = calloc(p->m->noutputs + 1, sizeof(uint64_t)))) {
+        !(pl->ooff = calloc(p->m->noutputs + 1, sizeof(uint64_t))) ||
+        (p->ntview && (!(pl->vst = calloc(n + 1, 1)) || !(pl->vstr = calloc(n * TK_MAX_DIMS + 1, sizeof(int64_t)))))) {
         plan_free(s, pl);
         return tk_error_set(TK_ENOMEM, "out of memory");
     }
@@ -1305,6 +1350,11 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
                                &pl->shapes[(size_t)x->src * TK_MAX_DIMS], tk_dtype_size(from->pm->dtype), &at) &&
                 at + bytes <= pl->size[x->src]) {
                 pl->view_at[v] = at;
+                continue;
+            }
+            if (x->tview && strided_view(p, pl, (int)v)) { /* a transposed view its readers take */
+                pl->view_at[v] = 0;
+                pl->vst[v] = 1;
                 continue;
             }
         }
@@ -1722,7 +1772,8 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
             t[v] = s->folded[v];
         } else if (pl->view_at[v] != UINT64_MAX) { /* bytes of a value bound before it */
             char *at = t[x->src] && tk_tensor_data(t[x->src]) ? (char *)tk_tensor_data(t[x->src]) + pl->view_at[v] : NULL;
-            tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], at);
+            tk_tensor_view_strided(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS],
+                                   pl->vst && pl->vst[v] ? &pl->vstr[v * TK_MAX_DIMS] : NULL, at);
             t[v] = &views[v];
         } else if (mode == BIND_PTRS && (x->kind == V_INPUT || (x->kind == V_NODE && x->output >= 0))) {
             void *at = ptrs[x->kind == V_INPUT ? (size_t)x->index : p->m->ninputs + (size_t)x->output];

@@ -282,5 +282,14 @@ int tk_layout_view(const tk_op_def *def, const tk_value *args, int nargs, int ra
  * 1, or 0 for any other op (with shape NULL: whether def is tk::narrow). */
 int tk_layout_strided(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape, size_t es,
                       int64_t *strides, uint64_t *offset);
+/* For a permute or transpose node over an input of this concrete shape: its output's strides in
+ * the input's bytes (the input's row-major strides permuted), 1; 0 for any other op. */
+int tk_layout_permuted(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape,
+                       int64_t *strides);
+/* Whether input i of built-in def takes a strided tensor of this shape and strides (elements)
+ * without a copy (kernels/linear.c: tk::matmul's b as a transposed view, op T in cuBLASLt); with
+ * shape NULL, whether it takes any. Dispatch lets such inputs through; the executor makes
+ * transposes views for them. Every other op input is contiguous. */
+int tk_op_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides);
 
 #endif

@@ -793,6 +793,43 @@ static void exec__outputs_cut_from_a_value_come_back_as_views_of_it(void **state
     fixture_release(&fx);
 }
 
+/* A transpose that only tk::matmul reads is a strided view of k (the CPU fallback reads b
+ * through its strides); one that an add reads too is copied. tk_op_takes_strided's rule. */
+static void exec__a_transpose_read_by_matmul_is_a_strided_view(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    const tk_node_profile *prof;
+    const tk_op_def *mm = tk_op_find("tk::matmul");
+    const int64_t shape[] = {2, 4, 5}, kt_st[] = {20, 1, 4}, other[] = {20, 5, 1}, bad[] = {40, 1, 4};
+    assert_true(tk_op_takes_strided(mm, 1, 0, NULL, NULL));
+    assert_false(tk_op_takes_strided(mm, 0, 0, NULL, NULL));
+    assert_false(tk_op_takes_strided(tk_op_find("tk::add"), 0, 0, NULL, NULL));
+    assert_true(tk_op_takes_strided(mm, 1, 3, shape, kt_st));
+    assert_false(tk_op_takes_strided(mm, 1, 3, shape, other)); /* contiguous: not one of its strided forms */
+    assert_false(tk_op_takes_strided(mm, 1, 3, shape, bad));  /* batches not back to back */
+    fixture_init(&fx, tp_tview_model());
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
+    tk_assert_ok(tk_session_set_profiling(s, 1));
+    const int64_t batches[] = {1, 4, 2};
+    for (size_t i = 0; i < 3; i++) {
+        tk_tensor *in[2], *out[3] = {NULL, NULL, NULL};
+        tp_tview_inputs(batches[i], (int)i, &in[0], &in[1]);
+        tk_assert_ok(tk_session_run(s, in, 2, out, 3));
+        tp_tview_check(in[0], in[1], out);
+        assert_int_equal(tk_session_profile(s, &prof), 5);
+        assert_string_equal(prof[0].op, "tk::transpose (view)");
+        assert_string_equal(prof[2].op, "tk::transpose");
+        for (int o = 0; o < 3; o++)
+            tk_tensor_free(out[o]);
+        tk_tensor_free(in[0]);
+        tk_tensor_free(in[1]);
+    }
+    tk_session_free(s);
+    fixture_release(&fx);
+}
+
 static void exec__bad_programs_are_refused(void **state)
 {
     (void)state;
@@ -1665,6 +1702,7 @@ int main(void)
         cmocka_unit_test(exec__layout_views_only_where_the_bytes_run_contiguous),
         cmocka_unit_test(exec__layout_nodes_run_as_views_of_their_input),
         cmocka_unit_test(exec__outputs_cut_from_a_value_come_back_as_views_of_it),
+        cmocka_unit_test(exec__a_transpose_read_by_matmul_is_a_strided_view),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),

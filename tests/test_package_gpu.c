@@ -344,6 +344,61 @@ static void gpu__output_views_are_written_in_place_by_graphs(void **state)
     free(w);
 }
 
+/* test::tview on the GPU: the transpose that only tk::matmul reads is a strided view, which
+ * cuBLASLt reads with op T (eagerly, profiled, and through staged and direct graphs); the one an
+ * add reads too is copied. Every result against the host's. */
+static void gpu__matmul_reads_a_transposed_view_in_place(void **state)
+{
+    (void)state;
+    tk_program_model *m = tp_tview_model();
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    tk_exec_program *p;
+    tk_session *s;
+    tk_exec_stats st;
+    const tk_node_profile *prof;
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'tview'", NULL));
+    tk_assert_ok(tk_exec_session_new(&s, p, GPU, NULL));
+    tk_ctx *ctx = tk_session_ctx(s);
+    size_t replayed = 0;
+    for (int i = 0; i < 60; i++) {
+        int64_t batch = i < 40 ? 1 + i % 3 : 7;
+        tk_tensor *hin[2], *din[2] = {NULL, NULL}, *out[3] = {NULL, NULL, NULL}, *host[3];
+        tp_tview_inputs(batch, i, &hin[0], &hin[1]);
+        int on_device = i >= 20;
+        for (int k = 0; on_device && k < 2; k++) {
+            tk_assert_ok(tk_tensor_new(&din[k], ctx, GPU, TK_F32, 3, tk_tensor_shape(hin[k])));
+            tk_assert_ok(tk_tensor_copy(ctx, din[k], hin[k]));
+        }
+        tk_assert_ok(tk_session_set_profiling(s, i == 5));
+        tk_assert_ok(tk_session_run(s, on_device ? din : hin, 2, out, 3));
+        if (i == 5) {
+            assert_int_equal(tk_session_profile(s, &prof), 5);
+            assert_string_equal(prof[0].op, "tk::transpose (view)");
+            assert_string_equal(prof[2].op, "tk::transpose");
+        }
+        tk_exec_session_stats(s, &st);
+        replayed += st.last_mode == TK_EXEC_REPLAYED;
+        for (int o = 0; o < 3; o++) {
+            tk_assert_ok(tk_tensor_new(&host[o], NULL, CPU, TK_F32, 3, tk_tensor_shape(out[o])));
+            tk_assert_ok(tk_tensor_copy(ctx, host[o], out[o]));
+            tk_tensor_free(out[o]);
+        }
+        tp_tview_check(hin[0], hin[1], host);
+        for (int k = 0; k < 3; k++)
+            tk_tensor_free(host[k]);
+        for (int k = 0; k < 2; k++) {
+            tk_tensor_free(hin[k]);
+            tk_tensor_free(din[k]);
+        }
+    }
+    assert_true(replayed > 0);
+    tk_session_free(s);
+    tk_exec_program_free(p);
+    tk_program_model_free(m);
+    free(w);
+}
+
 static void gpu__sessions_share_weights_and_agree(void **state)
 {
     (void)state;
@@ -620,6 +675,7 @@ int main(void)
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__layout_views_stay_correct_through_graphs),
         cmocka_unit_test(gpu__output_views_are_written_in_place_by_graphs),
+        cmocka_unit_test(gpu__matmul_reads_a_transposed_view_in_place),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
         cmocka_unit_test(gpu__same_tensors_run_through_a_direct_graph),

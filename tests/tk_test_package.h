@@ -294,6 +294,81 @@ static inline void tp_oview_check(const tk_tensor *x, const tk_tensor *y, const 
     }
 }
 
+/* A value of rank 3, [batch, d1, d2]. */
+static inline void tp_set3(tk_program_model *m, tk_pm_value *v, int id, const char *name, int64_t d1, int64_t d2)
+{
+    tp_set(m, v, id, name, 2, "batch", 0, d1);
+    v->rank = 3;
+    v->dims[2].value = d2;
+}
+
+/* test::tview, q [batch, 3, 4] and k [batch, 5, 4]: s1 = matmul(q, transpose(k, 1, 2)), where
+ * the transpose is read by the matmul alone (a strided view: cuBLASLt's op T, the CPU through
+ * strides), and s2 = matmul(q, kt2), u = kt2 + kt2 for a second transpose that an add reads too
+ * (copied). Values: q 0, k 1, kt1 2, s1 3, kt2 4, s2 5, u 6. */
+static inline tk_program_model *tp_tview_model(void)
+{
+    tk_program_model *m;
+    static const int64_t transpose_args[] = {1, 2};
+    static const char *const names[] = {"dim0", "dim1"};
+    tk_assert_ok(tk_program_model_new(&m, "test::tview"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tp_set3(m, tk_pm_add_input(m), 0, "q", 3, 4);
+    tp_set3(m, tk_pm_add_input(m), 1, "k", 5, 4);
+    for (int i = 0; i < 2; i++) {
+        tk_pm_node *n = tp_node(m, "tk::transpose", 3, 10 + 3 * i, 1, -1);
+        tp_int_attrs(m, n, 1, 2, transpose_args, names);
+        tp_set3(m, &n->outputs[0], 2 + 2 * i, NULL, 4, 5);
+        tp_set3(m, &tp_node(m, "tk::matmul", 2, 11 + 3 * i, 0, 2 + 2 * i)->outputs[0], 3 + 2 * i, NULL, 3, 5);
+    }
+    tp_set3(m, &tp_node(m, "tk::add", 2, 16, 4, 4)->outputs[0], 6, NULL, 4, 5);
+    tp_set3(m, tk_pm_add_output(m), 3, NULL, 3, 5);
+    tp_set3(m, tk_pm_add_output(m), 5, NULL, 3, 5);
+    tp_set3(m, tk_pm_add_output(m), 6, NULL, 4, 5);
+    tp_builtin(m, "tk::add");
+    tp_builtin(m, "tk::matmul");
+    tp_builtin(m, "tk::transpose");
+    tk_pm_sort(m);
+    return m;
+}
+
+/* q [batch, 3, 4] and k [batch, 5, 4] with values that depend on seed. */
+static inline void tp_tview_inputs(int64_t batch, int seed, tk_tensor **q, tk_tensor **k)
+{
+    const int64_t qs[] = {batch, 3, 4}, ks[] = {batch, 5, 4};
+    *q = tp_f32(3, qs, NULL);
+    *k = tp_f32(3, ks, NULL);
+    for (int64_t i = 0; i < batch * 12; i++)
+        ((float *)tk_tensor_data(*q))[i] = 0.25f * (float)((i * 7 + seed) % 9) - 1.0f;
+    for (int64_t i = 0; i < batch * 20; i++)
+        ((float *)tk_tensor_data(*k))[i] = 0.5f * (float)((i * 5 + 3 * seed) % 7) - 1.5f;
+}
+
+/* test::tview's outputs (on the host) against q and k: s = q k^T (both), u = 2 k^T. */
+static inline void tp_tview_check(const tk_tensor *q, const tk_tensor *k, tk_tensor *const *out)
+{
+    const float *qp = tk_tensor_data(q), *kp = tk_tensor_data(k);
+    int64_t batch = tk_tensor_shape(q)[0];
+    for (int64_t b = 0; b < batch; b++)
+        for (int i = 0; i < 3; i++)
+            for (int j = 0; j < 5; j++) {
+                float want = 0.0f;
+                for (int d = 0; d < 4; d++)
+                    want += qp[(b * 3 + i) * 4 + d] * kp[(b * 5 + j) * 4 + d];
+                for (int o = 0; o < 2; o++) {
+                    float got = ((const float *)tk_tensor_data(out[o]))[(b * 3 + i) * 5 + j];
+                    if (fabsf(got - want) > 1e-5f)
+                        fail_msg("batch %lld: s%d[%lld][%d][%d] is %g, expected %g", (long long)batch, o + 1,
+                                 (long long)b, i, j, got, want);
+                }
+            }
+    for (int64_t b = 0; b < batch; b++)
+        for (int d = 0; d < 4; d++)
+            for (int j = 0; j < 5; j++)
+                if (((const float *)tk_tensor_data(out[2]))[(b * 4 + d) * 5 + j] != 2 * kp[(b * 5 + j) * 4 + d])
+                    fail_msg("batch %lld: u[%lld][%d][%d] is wrong", (long long)batch, (long long)b, d, j);
+}
+
 /* The suite's signing key and trust file (TK_TEST_TMPDIR/trusted_keys-<pid>, set as
  * TKEXPORT_TRUST_FILE, the key its one line; TKEXPORT_TRUSTED_KEYS unset), so that nothing
  * reads the home folder's. Made by tp_trust_setup, dropped by tp_trust_teardown. */
