@@ -17,6 +17,7 @@
 #include <tk/runtime.h>
 
 #include "ref.h"
+#include "rt_internal.h"
 
 TK_KERNEL_DECL(tk_sdpa_flash_f16_d64);
 TK_KERNEL_DECL(tk_sdpa_flash_f16_d128);
@@ -71,7 +72,9 @@ static int sdpa_check(tk_ctx *ctx, tk_tensor *const *in, int64_t *dhead)
     return err;
 }
 
-/* The geometry of a call: dims and strides of contiguous tensors in either layout. */
+/* The geometry of a call: dims and strides in either layout, of contiguous tensors or of q, k, v
+ * as strided views whose last dim is contiguous (tk_sdpa_takes_strided: [B, S, H, D] transposed to
+ * [B, H, S, D] is read where it lies). */
 static void sdpa_dims(tk_ctx *ctx, tk_tensor *const *in, int64_t D, tk_sdpa_dims *g)
 {
     int64_t heads = tk_arg_int(ctx, 5);
@@ -90,7 +93,13 @@ static void sdpa_dims(tk_ctx *ctx, tk_tensor *const *in, int64_t D, tk_sdpa_dims
     for (int t = 0; t < 4; t++) {
         int64_t *st = t == 0 ? g->q : t == 1 ? g->k : t == 2 ? g->v : g->o;
         int64_t seq = t == 1 || t == 2 ? g->Sk : g->S;
-        if (heads) {
+        if (t < 3 && !tk_tensor_is_contiguous(in[t])) {
+            const int64_t *ts = tk_tensor_strides(in[t]);
+            if (heads)
+                st[0] = ts[0], st[1] = D, st[2] = ts[1];
+            else
+                st[0] = ts[0], st[1] = ts[1], st[2] = ts[2];
+        } else if (heads) {
             st[0] = seq * heads * D, st[1] = D, st[2] = heads * D;
         } else {
             st[0] = g->H * seq * D, st[1] = seq * D, st[2] = D;
@@ -183,6 +192,22 @@ TK_OP(tk_sdpa_op, "tk::sdpa", "(Tensor q, Tensor k, Tensor v, bool causal=False,
     int err = sdpa_geometry(ctx, in, &g);
     return err ? err : sdpa_launch(ctx, tk_tensor_dtype(in[0]), &g, tk_tensor_data(in[0]), tk_tensor_data(in[1]),
                                    tk_tensor_data(in[2]), out[0]);
+}
+
+int tk_sdpa_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides)
+{
+    if (def != &tk__op_def_tk_sdpa_op || i < 0 || i > 2)
+        return 0;
+    if (!shape)
+        return 1;
+    /* q, k, v [B, H, S, D] or [B, S, H*D] with the last dim contiguous: the kernels take any
+     * batch, head and sequence strides */
+    if (rank < 3 || rank > 4 || (shape[rank - 1] != 1 && strides[rank - 1] != 1))
+        return 0;
+    for (int d = 0; d < rank - 1; d++)
+        if (strides[d] < 0)
+            return 0;
+    return 1;
 }
 
 /* --- tk::sdpa_qkv ------------------------------------------------------------------------------ */

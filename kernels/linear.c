@@ -916,7 +916,7 @@ TK_OP(tk_matmul_op, "tk::matmul", "(Tensor a, Tensor b) -> Tensor", .meta = matm
 
 tk_tensor *(tk_matmul)(tk_ctx *ctx, tk_tensor *a, tk_tensor *b) { return tk_call(ctx, "tk::matmul", a, b); }
 
-int tk_op_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides)
+int tk_matmul_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides)
 {
     if (def != &tk__op_def_tk_matmul_op || i != 1)
         return 0;

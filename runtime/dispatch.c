@@ -137,6 +137,11 @@ static int require(tk_ctx *ctx, tk_require_kind kind, tk_sym a, tk_sym b, int64_
     return rc;
 }
 
+int tk_op_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides)
+{
+    return tk_matmul_takes_strided(def, i, rank, shape, strides) || tk_sdpa_takes_strided(def, i, rank, shape, strides);
+}
+
 int tk_require_eq(tk_ctx *ctx, tk_sym a, tk_sym b, const char *what)
 {
     return require(ctx, TK_REQUIRE_EQ, a, b, 0, 0, what);

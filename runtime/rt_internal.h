@@ -287,9 +287,13 @@ int tk_layout_strided(const tk_op_def *def, const tk_value *args, int nargs, int
 int tk_layout_permuted(const tk_op_def *def, const tk_value *args, int nargs, int rank, const int64_t *shape,
                        int64_t *strides);
 /* Whether input i of built-in def takes a strided tensor of this shape and strides (elements)
- * without a copy (kernels/linear.c: tk::matmul's b as a transposed view, op T in cuBLASLt); with
+ * without a copy (runtime/dispatch.c asks each op's rule below); with
  * shape NULL, whether it takes any. Dispatch lets such inputs through; the executor makes
  * transposes views for them. Every other op input is contiguous. */
 int tk_op_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides);
+/* The ops' own rules behind it: tk::matmul's b transposed (kernels/linear.c); tk::sdpa's q, k, v
+ * with their last dim contiguous (kernels/attention_ops.c). */
+int tk_matmul_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides);
+int tk_sdpa_takes_strided(const tk_op_def *def, int i, int rank, const int64_t *shape, const int64_t *strides);
 
 #endif

@@ -830,6 +830,45 @@ static void exec__a_transpose_read_by_matmul_is_a_strided_view(void **state)
     fixture_release(&fx);
 }
 
+/* q = x.view(B, S, H, D).transpose(1, 2) read by tk::sdpa alone: both layout nodes are views, the
+ * CPU reference reads q through its strides, and the result equals the eager one (copies). */
+static void exec__attention_reads_a_transposed_view_where_it_lies(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_session *s;
+    tk_ctx *cpu = NULL;
+    const tk_node_profile *prof;
+    const tk_op_def *sdpa = tk_op_find("tk::sdpa");
+    const int64_t shape[] = {3, 2, 4, 8}, tr[] = {64, 8, 16, 1}, inner[] = {64, 8, 16, 2};
+    assert_true(tk_op_takes_strided(sdpa, 0, 4, shape, tr));
+    assert_true(tk_op_takes_strided(sdpa, 2, 4, shape, tr));
+    assert_false(tk_op_takes_strided(sdpa, 0, 4, shape, inner)); /* the head dim must be contiguous */
+    assert_false(tk_op_takes_strided(sdpa, 3, 4, shape, tr));
+    fixture_init(&fx, tp_sview_model(8, TK_F32));
+    tk_assert_ok(tk_ctx_new(&cpu, CPU));
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, CPU, NULL));
+    tk_assert_ok(tk_session_set_profiling(s, 1));
+    for (int64_t batch = 1; batch <= 3; batch++) {
+        const int64_t xs[] = {batch, 4, 16};
+        tk_tensor *x = tp_f32(3, xs, NULL), *out = NULL;
+        for (int64_t i = 0; i < batch * 64; i++)
+            ((float *)tk_tensor_data(x))[i] = 0.1f * (float)((i * 13 + batch) % 23) - 1.0f;
+        tk_assert_ok(tk_session_run(s, &x, 1, &out, 1));
+        tk_tensor *want = tp_sview_eager(cpu, x, 8);
+        assert_memory_equal(tk_tensor_data(out), tk_tensor_data(want), tk_tensor_nbytes(want));
+        assert_int_equal(tk_session_profile(s, &prof), 3);
+        assert_string_equal(prof[0].op, "tk::unflatten (view)");
+        assert_string_equal(prof[1].op, "tk::transpose (view)");
+        tk_tensor_free(want);
+        tk_tensor_free(out);
+        tk_tensor_free(x);
+    }
+    tk_session_free(s);
+    tk_ctx_free(cpu);
+    fixture_release(&fx);
+}
+
 static void exec__bad_programs_are_refused(void **state)
 {
     (void)state;
@@ -1703,6 +1742,7 @@ int main(void)
         cmocka_unit_test(exec__layout_nodes_run_as_views_of_their_input),
         cmocka_unit_test(exec__outputs_cut_from_a_value_come_back_as_views_of_it),
         cmocka_unit_test(exec__a_transpose_read_by_matmul_is_a_strided_view),
+        cmocka_unit_test(exec__attention_reads_a_transposed_view_where_it_lies),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),

@@ -11,6 +11,7 @@
 
 #include "tk_test.h"
 
+#include <tk/half.h>
 #include <tk/log.h>
 #include <tk/ops.h>
 
@@ -399,6 +400,63 @@ static void gpu__matmul_reads_a_transposed_view_in_place(void **state)
     free(w);
 }
 
+/* q = x.view(B, S, H, D).transpose(1, 2) read by tk::sdpa alone, on the GPU: the flash kernel (bf16,
+ * D 64) and the row kernel (f32, D 8) read the strided view where it lies, eagerly and through
+ * graphs; each result equals the eager run's on copies, bit for bit (the same arithmetic). */
+static void gpu__attention_reads_a_transposed_view_where_it_lies(void **state)
+{
+    (void)state;
+    const int64_t Ds[2] = {64, 8};
+    const tk_dtype dts[2] = {TK_BF16, TK_F32};
+    for (int c = 0; c < 2; c++) {
+        int64_t D = Ds[c];
+        tk_program_model *m = tp_sview_model(D, dts[c]);
+        size_t wlen, es = tk_dtype_size(dts[c]);
+        void *w = tp_weights(&wlen);
+        tk_exec_program *p;
+        tk_session *s;
+        const tk_node_profile *prof;
+        tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'sview'", NULL));
+        tk_assert_ok(tk_exec_session_new(&s, p, GPU, NULL));
+        tk_ctx *ctx = tk_session_ctx(s);
+        for (int i = 0; i < 30; i++) {
+            int64_t batch = 1 + i % 3;
+            const int64_t xs[] = {batch, 4, 2 * D};
+            tk_tensor *hx = NULL, *dx = NULL, *out = NULL, *want = NULL, *h1 = NULL, *h2 = NULL;
+            tk_assert_ok(tk_tensor_new(&hx, NULL, CPU, dts[c], 3, xs));
+            for (int64_t e = 0; e < batch * 8 * D; e++) {
+                float v = 0.05f * (float)((e * 13 + i) % 41) - 1.0f;
+                if (dts[c] == TK_BF16)
+                    ((uint16_t *)tk_tensor_data(hx))[e] = tk_f32_to_bf16(v);
+                else
+                    ((float *)tk_tensor_data(hx))[e] = v;
+            }
+            tk_assert_ok(tk_tensor_new(&dx, ctx, GPU, dts[c], 3, xs));
+            tk_assert_ok(tk_tensor_copy(ctx, dx, hx));
+            tk_assert_ok(tk_session_set_profiling(s, i == 1));
+            tk_assert_ok(tk_session_run(s, &dx, 1, &out, 1));
+            if (i == 1) {
+                assert_int_equal(tk_session_profile(s, &prof), 3);
+                assert_string_equal(prof[1].op, "tk::transpose (view)");
+            }
+            want = tp_sview_eager(ctx, dx, D);
+            tk_assert_ok(tk_tensor_new(&h1, NULL, CPU, dts[c], 4, tk_tensor_shape(out)));
+            tk_assert_ok(tk_tensor_new(&h2, NULL, CPU, dts[c], 4, tk_tensor_shape(want)));
+            tk_assert_ok(tk_tensor_copy(ctx, h1, out));
+            tk_assert_ok(tk_tensor_copy(ctx, h2, want));
+            assert_int_equal(tk_tensor_nbytes(h1), (size_t)(batch * 8 * D) * es);
+            assert_memory_equal(tk_tensor_data(h1), tk_tensor_data(h2), tk_tensor_nbytes(h1));
+            tk_tensor *fr[] = {hx, dx, out, want, h1, h2};
+            for (size_t k = 0; k < sizeof fr / sizeof *fr; k++)
+                tk_tensor_free(fr[k]);
+        }
+        tk_session_free(s);
+        tk_exec_program_free(p);
+        tk_program_model_free(m);
+        free(w);
+    }
+}
+
 static void gpu__sessions_share_weights_and_agree(void **state)
 {
     (void)state;
@@ -676,6 +734,7 @@ int main(void)
         cmocka_unit_test(gpu__layout_views_stay_correct_through_graphs),
         cmocka_unit_test(gpu__output_views_are_written_in_place_by_graphs),
         cmocka_unit_test(gpu__matmul_reads_a_transposed_view_in_place),
+        cmocka_unit_test(gpu__attention_reads_a_transposed_view_where_it_lies),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
         cmocka_unit_test(gpu__same_tensors_run_through_a_direct_graph),

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tk/ops.h>
 #include <tk/runtime.h>
 
 #include <unistd.h>
@@ -367,6 +368,68 @@ static inline void tp_tview_check(const tk_tensor *q, const tk_tensor *k, tk_ten
             for (int j = 0; j < 5; j++)
                 if (((const float *)tk_tensor_data(out[2]))[(b * 4 + d) * 5 + j] != 2 * kp[(b * 5 + j) * 4 + d])
                     fail_msg("batch %lld: u[%lld][%d][%d] is wrong", (long long)batch, (long long)b, d, j);
+}
+
+/* test::sview, x [batch, 4, 2*D] (4 tokens, 2 heads of D): q = x.view(batch, 4, 2, D).transpose(1, 2)
+ * as PyTorch writes attention, o = sdpa(q, q, q) [batch, 2, 4, D]. The unflatten is a view of x;
+ * the transpose, read by tk::sdpa alone, a strided view the kernels read where it lies. Values:
+ * x 0, u 1, q 2, o 3; dtype dt. */
+static inline tk_program_model *tp_sview_model(int64_t D, tk_dtype dt)
+{
+    tk_program_model *m;
+    const int64_t sizes[] = {2, D}, tr[] = {1, 2};
+    static const char *const tr_names[] = {"dim0", "dim1"};
+    tk_assert_ok(tk_program_model_new(&m, "test::sview"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tk_pm_value *x = tk_pm_add_input(m);
+    tp_set3(m, x, 0, "x", 4, 2 * D);
+    tk_pm_node *n = tp_node(m, "tk::unflatten", 3, 20, 0, -1);
+    tk_pm_attr *a = tk_pm_node_attrs(m, n, 2);
+    int64_t *sz = tk_pm_alloc(m, sizeof sizes);
+    assert_non_null(a);
+    assert_non_null(sz);
+    memcpy(sz, sizes, sizeof sizes);
+    a[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim"), .arg = 1, .kind = TK_VALUE_INT, .i = 2};
+    a[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "sizes"), .arg = 2, .kind = TK_VALUE_INTS, .ints = sz, .nints = 2};
+    tp_set3(m, &n->outputs[0], 1, NULL, 4, 2);
+    n->outputs[0].rank = 4, n->outputs[0].dims[3].value = D;
+    n = tp_node(m, "tk::transpose", 3, 21, 1, -1);
+    tp_int_attrs(m, n, 1, 2, tr, tr_names);
+    tp_set3(m, &n->outputs[0], 2, NULL, 2, 4);
+    n->outputs[0].rank = 4, n->outputs[0].dims[3].value = D;
+    n = tk_pm_add_node(m, "tk::sdpa", 6, 1, "views.c", 22);
+    assert_non_null(n);
+    n->inputs[0] = n->inputs[1] = n->inputs[2] = 2;
+    n->inputs[3] = n->inputs[4] = n->inputs[5] = -1;
+    a = tk_pm_node_attrs(m, n, 3);
+    assert_non_null(a);
+    a[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "causal"), .arg = 3, .kind = TK_VALUE_BOOL, .i = 0};
+    a[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "scale"), .arg = 4, .kind = TK_VALUE_FLOAT, .f = 0.0};
+    a[2] = (tk_pm_attr){.name = tk_pm_strdup(m, "heads"), .arg = 5, .kind = TK_VALUE_INT, .i = 0};
+    tp_set3(m, &n->outputs[0], 3, NULL, 2, 4);
+    n->outputs[0].rank = 4, n->outputs[0].dims[3].value = D;
+    tk_pm_value *o = tk_pm_add_output(m);
+    tp_set3(m, o, 3, NULL, 2, 4);
+    o->rank = 4, o->dims[3].value = D;
+    x->dtype = n->outputs[0].dtype = o->dtype = dt;
+    for (size_t k = 0; k < m->nnodes; k++)
+        m->nodes[k].outputs[0].dtype = dt;
+    tp_builtin(m, "tk::unflatten");
+    tp_builtin(m, "tk::transpose");
+    tp_builtin(m, "tk::sdpa");
+    tk_pm_sort(m);
+    return m;
+}
+
+/* test::sview's o computed eagerly on ctx (each layout op a copy, tk::sdpa on contiguous q). */
+static inline tk_tensor *tp_sview_eager(tk_ctx *ctx, tk_tensor *x, int64_t D)
+{
+    tk_tensor *u = tk_call(ctx, "tk::unflatten", x, 2, TK_INTS(2, D)), *q = u ? tk_transpose(ctx, u, 1, 2) : NULL;
+    tk_tensor *o = q ? tk_call(ctx, "tk::sdpa", q, q, q, TK_BOOL(0), 0.0, 0) : NULL;
+    assert_non_null(o);
+    tk_tensor_free(u);
+    tk_tensor_free(q);
+    return o;
 }
 
 /* The suite's signing key and trust file (TK_TEST_TMPDIR/trusted_keys-<pid>, set as

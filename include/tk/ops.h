@@ -83,9 +83,10 @@ tk_tensor *tk_embedding(tk_ctx *ctx, tk_tensor *weight, tk_tensor *indices);
  * each copies into a new contiguous tensor (tensors have no strides yet); in a package's session
  * a node whose result is one contiguous run of its input's bytes copies nothing (a view): flatten,
  * unflatten and reshape always, narrow along the first dim (or any dim whose leading dims are 1), permute
- * and transpose that move only dims of 1, expand that grows nothing; and a transpose of the last
- * two dims that only tk::matmul reads as its b, a strided view cuBLASLt reads with op T
- * (TK_VIEWS=0: copies).
+ * and transpose that move only dims of 1, expand that grows nothing; and a transpose or permute
+ * that only tk::matmul reads as its b (cuBLASLt's op T) or only tk::sdpa reads as q, k or v (any
+ * batch, head and sequence strides, the head dim contiguous): a strided view they read where it
+ * lies (TK_VIEWS=0: copies).
  *   tk::permute    (Tensor x, int[] dims) -> Tensor                  x.permute(dims)
  *   tk::transpose  (Tensor x, int dim0, int dim1) -> Tensor          x.transpose(dim0, dim1)
  *   tk::narrow     (Tensor x, int dim, int start, int length) -> Tensor   static start and length;
