@@ -106,12 +106,10 @@ struct tk_exec_program {
     devweights *weights;
     size_t nfused;
     size_t nfolded;       /* nodes folded (fold_nodes) */
-    char *fold_labels;    /* their labels, one allocation */
-    char *labels;         /* the absorbed nodes' labels, one allocation */
-    char *view_labels;    /* the view nodes' labels, one allocation */
+    char **labels;        /* the profile labels of folded, absorbed and view nodes (node_label) */
+    size_t nlabels;
     size_t ntview;        /* values with tview */
     int *out_src;         /* per output: the value it is a strided view of (mark_output_views), or -1 */
-    char *oview_labels;   /* their narrow nodes' labels */
 };
 
 /* --- preparing a program -------------------------------------------------------------------- */
@@ -259,6 +257,22 @@ static void node_args(const xnode *x, tk_tensor *const *t, tk_tensor **in, tk_va
     }
 }
 
+/* A node's profile label, "tk::transpose (folded)", kept by the program; NULL with TK_ENOMEM set. */
+static const char *node_label(tk_exec_program *p, const char *op, const char *what)
+{
+    size_t n = strlen(op) + strlen(what) + 4;
+    char *label = malloc(n), **grown = realloc(p->labels, (p->nlabels + 1) * sizeof(char *));
+    if (grown)
+        p->labels = grown;
+    if (!label || !grown) {
+        free(label);
+        tk_error_set(TK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    snprintf(label, n, "%s (%s)", op, what);
+    return p->labels[p->nlabels++] = label;
+}
+
 /* --- constant folding --------------------------------------------------------------------------
  * A node whose tensor inputs are all parameters, or outputs of such nodes, computes the same
  * thing on every run: a weight transposed, split or cast. It runs once per device when the
@@ -267,7 +281,6 @@ static void node_args(const xnode *x, tk_tensor *const *t, tk_tensor **in, tk_va
 static int fold_nodes(tk_exec_program *p)
 {
     const char *off = getenv("TK_FOLDING");
-    size_t cap = 0, used = 0;
     if (off && !strcmp(off, "0"))
         return 0;
     for (size_t n = 0; n < p->m->nnodes; n++) {
@@ -291,17 +304,8 @@ static int fold_nodes(tk_exec_program *p)
         for (int o = 0; o < x->pm->nout; o++)
             p->values[x->out[o]].folded = 1;
         p->nfolded++;
-        cap += strlen(x->pm->op) + 32;
-    }
-    /* their profile labels: "tk::transpose (folded)" */
-    if (!p->nfolded || !(p->fold_labels = malloc(cap)))
-        return p->nfolded ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
-    for (size_t n = 0; n < p->m->nnodes; n++) {
-        xnode *x = &p->nodes[n];
-        if (!x->folded)
-            continue;
-        x->label = p->fold_labels + used;
-        used += (size_t)snprintf(p->fold_labels + used, cap - used, "%s (folded)", x->pm->op) + 1;
+        if (!(x->label = node_label(p, x->pm->op, "folded")))
+            return TK_ENOMEM;
     }
     return 0;
 }
@@ -367,7 +371,7 @@ static int readers(const tk_exec_program *p, int v)
 static int fuse_nodes(tk_exec_program *p)
 {
     const char *off = getenv("TK_FUSION");
-    size_t nn = p->m->nnodes, cap = 0, used = 0;
+    size_t nn = p->m->nnodes;
     if (off && !strcmp(off, "0"))
         return 0;
     for (size_t n = 0; n + 1 < nn; n++) {
@@ -407,18 +411,11 @@ static int fuse_nodes(tk_exec_program *p)
         p->values[b->out[0]].first = (int)n;
         p->values[h].fused_away = 1;
         b->absorbed = 1;
-        cap += strlen(b->pm->op) + 48;
         p->nfused++;
-    }
-    /* the skipped nodes' profile labels: "tk::gelu (fused into node 2)" */
-    if (!p->nfused || !(p->labels = malloc(cap)))
-        return p->nfused ? tk_error_set(TK_ENOMEM, "out of memory") : 0;
-    for (size_t n = 1; n < nn; n++) {
-        xnode *b = &p->nodes[n];
-        if (!b->absorbed)
-            continue;
-        b->label = p->labels + used;
-        used += (size_t)snprintf(p->labels + used, cap - used, "%s (fused into node %zu)", b->pm->op, n - 1) + 1;
+        char what[48]; /* the skipped node's profile label: "tk::gelu (fused into node 2)" */
+        snprintf(what, sizeof what, "fused into node %zu", n);
+        if (!(b->label = node_label(p, b->pm->op, what)))
+            return TK_ENOMEM;
     }
     return 0;
 }
@@ -437,7 +434,7 @@ static int fuse_nodes(tk_exec_program *p)
  * turns it off (comparisons). */
 static int mark_views(tk_exec_program *p)
 {
-    size_t nn = p->m->nnodes, cap = 0, used = 0;
+    size_t nn = p->m->nnodes;
     const char *off = getenv("TK_VIEWS");
     if (off && !strcmp(off, "0"))
         return 0;
@@ -447,9 +444,9 @@ static int mark_views(tk_exec_program *p)
                 return 0;
     for (size_t n = 0; n < nn; n++) {
         xnode *x = &p->nodes[n];
-        uint64_t off;
+        uint64_t at;
         if (x->absorbed || x->folded || x->pm->nout != 1 || x->nin < 1 || x->in[0] < 0 ||
-            !tk_layout_view(x->op.def, NULL, 0, 0, NULL, 0, &off))
+            !tk_layout_view(x->op.def, NULL, 0, 0, NULL, 0, &at))
             continue;
         int v = x->out[0];
         if (p->values[v].output >= 0 || p->values[v].folded || p->values[x->in[0]].fused_away)
@@ -458,10 +455,12 @@ static int mark_views(tk_exec_program *p)
         for (int u = x->in[0]; u >= 0; u = p->values[u].src)
             if (p->values[u].hold < p->values[v].last)
                 p->values[u].hold = p->values[v].last;
-        cap += strlen(x->pm->op) + 8;
-        /* every reader takes strided tensors there (tk::matmul's b): a transposed view, per plan */
+        if (!(x->view_label = node_label(p, x->pm->op, "view")))
+            return TK_ENOMEM;
+        /* every reader takes strided tensors there (tk::matmul's b, tk::sdpa's q, k, v): a
+         * transposed view, per plan */
         int readers_take = 0, others = 0;
-        for (size_t k = n + 1; k < nn; k++)
+        for (size_t k = n + 1; k <= (size_t)p->values[v].last && k < nn; k++)
             for (int i = 0; i < p->nodes[k].nin; i++)
                 if (p->nodes[k].in[i] == v) {
                     if (!p->nodes[k].absorbed && !p->nodes[k].folded &&
@@ -475,17 +474,6 @@ static int mark_views(tk_exec_program *p)
             p->ntview++;
         }
     }
-    if (!cap)
-        return 0;
-    if (!(p->view_labels = malloc(cap)))
-        return tk_error_set(TK_ENOMEM, "out of memory");
-    for (size_t n = 0; n < nn; n++) {
-        xnode *x = &p->nodes[n];
-        if (x->pm->nout != 1 || p->values[x->out[0]].src < 0)
-            continue;
-        x->view_label = p->view_labels + used;
-        used += (size_t)snprintf(p->view_labels + used, cap - used, "%s (view)", x->pm->op) + 1;
-    }
     return 0;
 }
 
@@ -496,7 +484,6 @@ static int mark_views(tk_exec_program *p)
  * logits stay in their padded rows. Marked here; each plan computes the strides. */
 static int mark_output_views(tk_exec_program *p)
 {
-    size_t cap = 0, used = 0;
     for (size_t i = 0; i < p->m->noutputs; i++) {
         int o = p->outputs[i];
         const xvalue *x = &p->values[o];
@@ -513,18 +500,8 @@ static int mark_output_views(tk_exec_program *p)
             continue;
         p->out_src[i] = n->in[0];
         v->feeds = (int)i;
-        cap += strlen(n->pm->op) + 16;
-    }
-    if (!cap)
-        return 0;
-    if (!(p->oview_labels = malloc(cap)))
-        return tk_error_set(TK_ENOMEM, "out of memory");
-    for (size_t i = 0; i < p->m->noutputs; i++) {
-        if (p->out_src[i] < 0)
-            continue;
-        xnode *n = &p->nodes[p->values[p->outputs[i]].index];
-        n->view_label = p->oview_labels + used;
-        used += (size_t)snprintf(p->oview_labels + used, cap - used, "%s (output view)", n->pm->op) + 1;
+        if (!(p->nodes[x->index].view_label = node_label(p, n->pm->op, "output view")))
+            return TK_ENOMEM;
     }
     return 0;
 }
@@ -668,11 +645,10 @@ void tk_exec_program_free(tk_exec_program *p)
     for (size_t n = 0; p->nodes && n < p->m->nnodes; n++)
         free(p->nodes[n].attrs);
     free(p->nodes);
+    for (size_t i = 0; i < p->nlabels; i++)
+        free(p->labels[i]);
     free(p->labels);
-    free(p->fold_labels);
-    free(p->view_labels);
     free(p->out_src);
-    free(p->oview_labels);
     free(p->outputs);
     free(p->guards);
     free(p->pentries);

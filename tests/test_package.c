@@ -869,6 +869,13 @@ static void exec__attention_reads_a_transposed_view_where_it_lies(void **state)
     fixture_release(&fx);
 }
 
+/* test::views, test::oview (output views) and test::tview open at once, a new batch every call. */
+static void exec__view_programs_run_side_by_side_with_changing_batches(void **state)
+{
+    (void)state;
+    tp_view_programs_side_by_side(CPU, 60);
+}
+
 static void exec__bad_programs_are_refused(void **state)
 {
     (void)state;
@@ -1743,6 +1750,7 @@ int main(void)
         cmocka_unit_test(exec__outputs_cut_from_a_value_come_back_as_views_of_it),
         cmocka_unit_test(exec__a_transpose_read_by_matmul_is_a_strided_view),
         cmocka_unit_test(exec__attention_reads_a_transposed_view_where_it_lies),
+        cmocka_unit_test(exec__view_programs_run_side_by_side_with_changing_batches),
         cmocka_unit_test(exec__bad_programs_are_refused),
         cmocka_unit_test(exec__sessions_on_threads_give_identical_results),
         cmocka_unit_test(package__opened_and_run_on_the_cpu),

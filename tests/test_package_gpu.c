@@ -457,6 +457,13 @@ static void gpu__attention_reads_a_transposed_view_where_it_lies(void **state)
     }
 }
 
+/* test::views, test::oview (output views) and test::tview open at once, a new batch every call. */
+static void gpu__view_programs_run_side_by_side_with_changing_batches(void **state)
+{
+    (void)state;
+    tp_view_programs_side_by_side(GPU, 90);
+}
+
 static void gpu__sessions_share_weights_and_agree(void **state)
 {
     (void)state;
@@ -735,6 +742,7 @@ int main(void)
         cmocka_unit_test(gpu__output_views_are_written_in_place_by_graphs),
         cmocka_unit_test(gpu__matmul_reads_a_transposed_view_in_place),
         cmocka_unit_test(gpu__attention_reads_a_transposed_view_where_it_lies),
+        cmocka_unit_test(gpu__view_programs_run_side_by_side_with_changing_batches),
         cmocka_unit_test(gpu__uncapturable_ops_run_eagerly),
         cmocka_unit_test(gpu__profiles_use_device_events),
         cmocka_unit_test(gpu__same_tensors_run_through_a_direct_graph),

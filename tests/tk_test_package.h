@@ -187,10 +187,22 @@ static inline void tp_int_attrs(tk_program_model *m, tk_pm_node *n, int first, i
         a[i] = (tk_pm_attr){.name = tk_pm_strdup(m, names[i]), .arg = first + i, .kind = TK_VALUE_INT, .i = vals[i]};
 }
 
+/* n's attributes of tk::unflatten: dim, and sizes [s0, s1] (copied into the model). */
+static inline void tp_unflatten_attrs(tk_program_model *m, tk_pm_node *n, int64_t dim, int64_t s0, int64_t s1)
+{
+    tk_pm_attr *a = tk_pm_node_attrs(m, n, 2);
+    int64_t *sizes = tk_pm_alloc(m, 2 * sizeof(int64_t));
+    assert_non_null(a);
+    assert_non_null(sizes);
+    sizes[0] = s0, sizes[1] = s1;
+    a[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim"), .arg = 1, .kind = TK_VALUE_INT, .i = dim};
+    a[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "sizes"), .arg = 2, .kind = TK_VALUE_INTS, .ints = sizes, .nints = 2};
+}
+
 static inline tk_program_model *tp_views_model(void)
 {
     tk_program_model *m;
-    static const int64_t narrow_args[] = {1, 1, 2}, transpose_args[] = {0, 1}, unflatten_sizes[] = {-1, TP_IN};
+    static const int64_t narrow_args[] = {1, 1, 2}, transpose_args[] = {0, 1};
     tk_assert_ok(tk_program_model_new(&m, "test::views"));
     assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
     tp_set(m, tk_pm_add_input(m), 0, "x", 2, "batch", 0, TP_IN);
@@ -203,13 +215,7 @@ static inline tk_program_model *tp_views_model(void)
     tp_int_attrs(m, n, 1, 2, flatten_args, flatten_names);
     tp_set(m, &n->outputs[0], 2, NULL, 1, "4*batch", 0, 0);
     n = tp_node(m, "tk::unflatten", 3, 3, 2, -1);
-    tk_pm_attr *ua = tk_pm_node_attrs(m, n, 2);
-    int64_t *sizes = tk_pm_alloc(m, sizeof unflatten_sizes);
-    assert_non_null(ua);
-    assert_non_null(sizes);
-    memcpy(sizes, unflatten_sizes, sizeof unflatten_sizes);
-    ua[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim"), .arg = 1, .kind = TK_VALUE_INT, .i = 0};
-    ua[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "sizes"), .arg = 2, .kind = TK_VALUE_INTS, .ints = sizes, .nints = 2};
+    tp_unflatten_attrs(m, n, 0, -1, TP_IN);
     tp_set(m, &n->outputs[0], 3, NULL, 2, "batch", 0, TP_IN);
     n = tp_node(m, "tk::narrow", 4, 4, 1, -1);
     tp_int_attrs(m, n, 1, 3, narrow_args, narrow_names);
@@ -377,20 +383,14 @@ static inline void tp_tview_check(const tk_tensor *q, const tk_tensor *k, tk_ten
 static inline tk_program_model *tp_sview_model(int64_t D, tk_dtype dt)
 {
     tk_program_model *m;
-    const int64_t sizes[] = {2, D}, tr[] = {1, 2};
+    const int64_t tr[] = {1, 2};
     static const char *const tr_names[] = {"dim0", "dim1"};
     tk_assert_ok(tk_program_model_new(&m, "test::sview"));
     assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
     tk_pm_value *x = tk_pm_add_input(m);
     tp_set3(m, x, 0, "x", 4, 2 * D);
     tk_pm_node *n = tp_node(m, "tk::unflatten", 3, 20, 0, -1);
-    tk_pm_attr *a = tk_pm_node_attrs(m, n, 2);
-    int64_t *sz = tk_pm_alloc(m, sizeof sizes);
-    assert_non_null(a);
-    assert_non_null(sz);
-    memcpy(sz, sizes, sizeof sizes);
-    a[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "dim"), .arg = 1, .kind = TK_VALUE_INT, .i = 2};
-    a[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "sizes"), .arg = 2, .kind = TK_VALUE_INTS, .ints = sz, .nints = 2};
+    tp_unflatten_attrs(m, n, 2, 2, D);
     tp_set3(m, &n->outputs[0], 1, NULL, 4, 2);
     n->outputs[0].rank = 4, n->outputs[0].dims[3].value = D;
     n = tp_node(m, "tk::transpose", 3, 21, 1, -1);
@@ -401,7 +401,7 @@ static inline tk_program_model *tp_sview_model(int64_t D, tk_dtype dt)
     assert_non_null(n);
     n->inputs[0] = n->inputs[1] = n->inputs[2] = 2;
     n->inputs[3] = n->inputs[4] = n->inputs[5] = -1;
-    a = tk_pm_node_attrs(m, n, 3);
+    tk_pm_attr *a = tk_pm_node_attrs(m, n, 3);
     assert_non_null(a);
     a[0] = (tk_pm_attr){.name = tk_pm_strdup(m, "causal"), .arg = 3, .kind = TK_VALUE_BOOL, .i = 0};
     a[1] = (tk_pm_attr){.name = tk_pm_strdup(m, "scale"), .arg = 4, .kind = TK_VALUE_FLOAT, .f = 0.0};
@@ -430,6 +430,59 @@ static inline tk_tensor *tp_sview_eager(tk_ctx *ctx, tk_tensor *x, int64_t D)
     tk_tensor_free(u);
     tk_tensor_free(q);
     return o;
+}
+
+/* Three programs that use views open at once (test::views, test::oview in a session with output
+ * views, test::tview), one session each on dev, called in turn with a new batch every call for
+ * calls calls; every result checked on the host. */
+static inline void tp_view_programs_side_by_side(tk_device dev, int calls)
+{
+    const tk_device cpu = {TK_DEVICE_CPU, 0};
+    tk_program_model *m[3] = {tp_views_model(), tp_oview_model(), tp_tview_model()};
+    tk_exec_program *p[3];
+    tk_session *s[3];
+    tk_session_options views = TK_SESSION_OPTIONS_INIT;
+    size_t wlen;
+    void *w = tp_weights(&wlen);
+    views.output_views = 1;
+    for (int i = 0; i < 3; i++) {
+        tk_assert_ok(tk_exec_program_new(&p[i], m[i], w, wlen, "'side by side'", NULL));
+        tk_assert_ok(tk_exec_session_new(&s[i], p[i], dev, i == 1 ? &views : NULL));
+    }
+    for (int call = 0; call < calls; call++) {
+        int which = call % 3;
+        int64_t batch = 1 + (call * 37) % 9;
+        tk_tensor *in[2] = {NULL, NULL}, *out[3] = {NULL, NULL, NULL}, *host[3] = {NULL, NULL, NULL};
+        int nin = which == 2 ? 2 : 1, nout = which == 2 ? 3 : 2;
+        if (which == 2)
+            tp_tview_inputs(batch, call, &in[0], &in[1]);
+        else
+            in[0] = tp_input(batch, call);
+        tk_assert_ok(tk_session_run(s[which], in, (size_t)nin, out, (size_t)nout));
+        tk_ctx *ctx = tk_session_ctx(s[which]);
+        for (int o = 0; o < nout; o++) {
+            tk_assert_ok(tk_tensor_new(&host[o], NULL, cpu, TK_F32, tk_tensor_rank(out[o]), tk_tensor_shape(out[o])));
+            tk_assert_ok(tk_tensor_copy(ctx, host[o], out[o]));
+        }
+        if (which == 0)
+            tp_views_check(in[0], host[0], host[1]);
+        else if (which == 1)
+            tp_oview_check(in[0], host[0], host[1]);
+        else
+            tp_tview_check(in[0], in[1], host);
+        for (int o = 0; o < 3; o++) {
+            tk_tensor_free(out[o]);
+            tk_tensor_free(host[o]);
+        }
+        tk_tensor_free(in[0]);
+        tk_tensor_free(in[1]);
+    }
+    for (int i = 0; i < 3; i++) {
+        tk_session_free(s[i]);
+        tk_exec_program_free(p[i]);
+        tk_program_model_free(m[i]);
+    }
+    free(w);
 }
 
 /* The suite's signing key and trust file (TK_TEST_TMPDIR/trusted_keys-<pid>, set as

@@ -11,13 +11,16 @@ The model is written as Hugging Face's GPT2LMHeadModel computes it (Conv1D as x 
 F.scaled_dot_product_attention causal, GELU tanh, tied LM head), in the weights' dtype on cuda.
 """
 import json
-import statistics
+import os
 import struct
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+# the timing loop bench/kernels' PyTorch scripts share
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "kernels"))
+from torch_timing import median_us  # noqa: E402
 
 LAYERS, HEADS = 12, 12
 
@@ -77,20 +80,6 @@ def forward(w, ids, pos):
     return h @ w["wte.weight"].t()
 
 
-def timed(fn, runs, reps):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            fn()
-        torch.cuda.synchronize()
-        samples.append((time.perf_counter() - t0) / reps * 1e6)
-    return statistics.median(samples)
-
-
 def main():
     a = sys.argv[1:]
     if len(a) == 4 and a[0] == "inputs":
@@ -127,8 +116,8 @@ def main():
             pos = torch.arange(S, device="cuda").expand(B, S).contiguous()
             runs, reps = (20, 10) if B * S <= 1024 else (10, 3)
             with torch.no_grad():
-                e = timed(lambda: forward(w, ids, pos), runs, reps)
-                c = timed(lambda: compiled(w, ids, pos), runs, reps)
+                e = median_us(lambda: forward(w, ids, pos), runs, reps)
+                c = median_us(lambda: compiled(w, ids, pos), runs, reps)
             print(f"| {B} | {S} | {e:.1f} | {c:.1f} |", flush=True)
     elif len(a) == 3 and a[0] == "profile":
         w = read_safetensors(a[1], "cuda")
