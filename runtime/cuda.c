@@ -2,6 +2,7 @@
  * (its primary context), and per-context streams, device memory and copies. */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 #ifdef TK_HAVE_CUDA_HEADERS
 #include "cublaslt.h"
 #include "cuda_driver.h"
+#include "log.h"
 
 tk_cu_api tk_cu;
 
@@ -108,6 +110,11 @@ static void load(void)
     SYM(GraphExecDestroy, "cuGraphExecDestroy", 0)
     SYM(GraphUpload, "cuGraphUpload", 0)
     SYM(GraphDestroy, "cuGraphDestroy", 0)
+    SYM(StreamQuery, "cuStreamQuery", 0)
+    SYM(MemHostAlloc, "cuMemHostAlloc", 0)
+    SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", 0)
+    SYM(MemFreeHost, "cuMemFreeHost", 0)
+    SYM(MemsetD32Async, "cuMemsetD32Async", 0)
 #undef SYM
 
     TK_CU_CHECK(cuInit(0));
@@ -209,6 +216,7 @@ int tk_cu_enter(tk_ctx *ctx, tk_cu_device **dev)
                             ctx ? tk_device_name(ctx->device, name, sizeof(name)) : "(null)");
     TK_CU_CHECK(cuCtxSetCurrent(ctx->cuda->dev->pctx));
     *dev = ctx->cuda->dev;
+    ctx->cuda->armed = 0; /* whatever the caller queues now comes after the signalled launch */
 done:
     return rc;
 }
@@ -240,8 +248,16 @@ void tk_cuda_ctx_release(tk_ctx *ctx)
     /* cuBLASLt's workspace waits for the stream; work still queued completes first:
        cuStreamDestroy releases the stream afterwards */
     tk_cublaslt_ctx_release(ctx);
-    if (tk_cu.CtxSetCurrent(ctx->cuda->dev->pctx) == CUDA_SUCCESS)
+    if (tk_cu.CtxSetCurrent(ctx->cuda->dev->pctx) == CUDA_SUCCESS) {
+        tk_cu_signal *sg = ctx->cuda->signal;
+        if (sg) { /* the graphs that write it ran to their end first */
+            cuStreamSynchronize(ctx->cuda->stream);
+            cuMemFreeHost((void *)sg->host);
+            cuMemFree(sg->count);
+            free(sg);
+        }
         cuStreamDestroy(ctx->cuda->stream);
+    }
     free(ctx->cuda);
     ctx->cuda = NULL;
 }
@@ -335,9 +351,13 @@ done:
     return rc;
 }
 
+static int wait_signal(tk_ctx *ctx);
+
 int tk_cuda_sync(tk_ctx *ctx)
 {
     tk_cu_device *d;
+    if (ctx && ctx->cuda && ctx->cuda->armed)
+        return wait_signal(ctx);
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
@@ -348,7 +368,10 @@ done:
 
 void *tk_cuda_stream(tk_ctx *ctx)
 {
-    return ctx && ctx->cuda ? (void *)ctx->cuda->stream : NULL;
+    if (!ctx || !ctx->cuda)
+        return NULL;
+    ctx->cuda->armed = 0; /* the caller may queue work on it */
+    return (void *)ctx->cuda->stream;
 }
 
 int tk_cuda_sm_count_of(tk_ctx *ctx)
@@ -425,14 +448,152 @@ int tk_cuda_graphs_available(void)
            tk_cu.GraphInstantiateWithFlags && tk_cu.GraphLaunch && tk_cu.GraphExecDestroy && tk_cu.GraphDestroy;
 }
 
-int tk_cuda_capture_begin(tk_ctx *ctx)
+/* --- the end-of-graph signal ------------------------------------------------------------ */
+
+/* One thread: count[0] += 1, then the count stored to the host's word with release semantics at
+ * system scope (every write of the graph's earlier nodes is done before it: stream order). */
+static const char signal_ptx[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
+                                 ".visible .entry tk_graph_signal(.param .u64 count, .param .u64 word)\n{\n"
+                                 "\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<3>;\n"
+                                 "\tld.param.u64 %rd1, [count];\n\tld.param.u64 %rd2, [word];\n"
+                                 "\tld.global.u32 %r1, [%rd1];\n\tadd.u32 %r2, %r1, 1;\n"
+                                 "\tst.global.u32 [%rd1], %r2;\n\tst.release.sys.global.u32 [%rd2], %r2;\n"
+                                 "\tret;\n}\n";
+
+static int signal_wanted(void)
 {
-    tk_cu_device *d;
+    static int wanted = -1;
+    int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+    if (w < 0) {
+        const char *env = getenv("TK_GRAPH_SIGNAL");
+        w = !(env && !strcmp(env, "0")) && tk_cu.StreamQuery && tk_cu.MemHostAlloc && tk_cu.MemHostGetDevicePointer &&
+            tk_cu.MemFreeHost && tk_cu.MemsetD32Async;
+        __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+    }
+    return w;
+}
+
+/* The device's signal kernel, loaded (the driver compiles the PTX) on first need; NULL where it
+ * cannot be, and graphs are then waited for with cuStreamSynchronize. */
+static CUfunction signal_kernel(tk_cu_device *d)
+{
+    int state = __atomic_load_n(&d->signal_fn_state, __ATOMIC_ACQUIRE);
+    if (!state) {
+        pthread_mutex_lock(&d->lock);
+        if (!(state = d->signal_fn_state)) {
+            CUresult r = cuModuleLoadData(&d->signal_mod, signal_ptx);
+            if (r == CUDA_SUCCESS)
+                r = cuModuleGetFunction(&d->signal_fn, d->signal_mod, "tk_graph_signal");
+            state = r == CUDA_SUCCESS ? 1 : -1;
+            if (state < 0)
+                tk_log(TK_LOG_DEBUG, "cuda:%d: no end-of-graph signal kernel (driver error %d): graphs are waited "
+                                     "for with cuStreamSynchronize", d->ordinal, (int)r);
+            __atomic_store_n(&d->signal_fn_state, state, __ATOMIC_RELEASE);
+        }
+        pthread_mutex_unlock(&d->lock);
+    }
+    return state > 0 ? d->signal_fn : NULL;
+}
+
+/* on's signal, made on first need by ctx's thread (not capturing yet: it allocates and waits on
+ * ctx's stream); NULL where signals are off or could not be made */
+static tk_cu_signal *signal_of(tk_ctx *ctx, tk_ctx *on)
+{
+    tk_cuda_ctx *c = on->cuda;
+    tk_cu_signal *sg = __atomic_load_n(&c->signal, __ATOMIC_ACQUIRE);
+    if (sg || !signal_wanted() || !signal_kernel(c->dev))
+        return sg;
+    void *host = NULL;
+    pthread_mutex_lock(&c->dev->lock);
+    if (!(sg = c->signal) && (sg = calloc(1, sizeof *sg))) {
+        CUresult r = cuMemHostAlloc(&host, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);
+        if (r == CUDA_SUCCESS) {
+            memset(host, 0, 64);
+            r = cuMemHostGetDevicePointer(&sg->host_dev, host, 0);
+        }
+        if (r == CUDA_SUCCESS)
+            r = cuMemAlloc(&sg->count, sizeof(unsigned));
+        if (r == CUDA_SUCCESS)
+            r = cuMemsetD32Async(sg->count, 0, 1, ctx->cuda->stream);
+        if (r == CUDA_SUCCESS)
+            r = cuStreamSynchronize(ctx->cuda->stream);
+        if (r == CUDA_SUCCESS) {
+            sg->host = host;
+            __atomic_store_n(&c->signal, sg, __ATOMIC_RELEASE);
+        } else {
+            tk_log(TK_LOG_DEBUG, "cuda:%d: no end-of-graph signal (driver error %d): graphs are waited for with "
+                                 "cuStreamSynchronize", c->dev->ordinal, (int)r);
+            if (sg->count)
+                cuMemFree(sg->count);
+            if (host)
+                cuMemFreeHost(host);
+            free(sg);
+            sg = NULL;
+        }
+    }
+    pthread_mutex_unlock(&c->dev->lock);
+    return sg;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* tk_cuda_sync after a signalled launch: spins on the host word until the GPU has counted every
+ * launch queued (no driver call, so no driver lock shared with the other threads' sessions); every
+ * 2048 turns, cuStreamQuery (the stream's errors, and the end of work the word does not see) and a
+ * yield to other threads. */
+static int wait_signal(tk_ctx *ctx)
+{
+    tk_cuda_ctx *c = ctx->cuda;
+    const tk_cu_signal *sg = __atomic_load_n(&c->signal, __ATOMIC_ACQUIRE);
+    unsigned want = c->launched;
+    c->armed = 0;
+    for (unsigned n = 1;; n++) {
+        unsigned got = __atomic_load_n(sg->host, __ATOMIC_ACQUIRE);
+        if ((int)(got - want) >= 0)
+            return 0;
+        if (n % 2048) {
+            cpu_relax();
+            continue;
+        }
+        tk_cu_device *d;
+        int rc = tk_cu_enter(ctx, &d);
+        if (rc)
+            return rc;
+        CUresult r = cuStreamQuery(c->stream);
+        if (r == CUDA_SUCCESS)
+            return 0;
+        if (r != CUDA_ERROR_NOT_READY)
+            return tk_cu_fail(r, "cuStreamQuery(ctx->cuda->stream)", __FILE__, __LINE__);
+        sched_yield();
+    }
+}
+
+/* --- CUDA graphs and events, for runtime/exec.c ------------------------------------------- */
+
+/* An instantiated graph and the signal it ends with (NULL: none). */
+typedef struct tk_cu_graph {
+    CUgraphExec exec;
+    const tk_cu_signal *signal;
+} tk_cu_graph;
+
+int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on)
+{
+    tk_cu_device *d = NULL;
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
     if (!tk_cuda_graphs_available())
         return tk_error_set(TK_EUNSUPPORTED, "the CUDA driver has no stream capture (cuStreamBeginCapture_v2)");
+    if (replay_on && (!replay_on->cuda || replay_on->cuda->dev != d))
+        return tk_error_set(TK_EINVAL, "a graph captured on 'cuda:%d' replays on another device", d->ordinal);
+    ctx->cuda->capture_signal = replay_on ? signal_of(ctx, replay_on) : NULL;
     /* thread-local: sessions on other threads may allocate while this one captures */
     TK_CU_CHECK(cuStreamBeginCapture(ctx->cuda->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     ctx->cuda->capturing = 1;
@@ -445,22 +606,41 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
     tk_cu_device *d;
     CUgraph graph = NULL;
     CUgraphExec ge = NULL;
+    tk_cu_graph *g = NULL;
     *exec = NULL;
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
+    const tk_cu_signal *sg = ctx->cuda->capture_signal;
+    ctx->cuda->capture_signal = NULL;
+    /* the signal, last: a failed launch invalidates the capture, and cuStreamEndCapture says so */
+    CUresult signalled = CUDA_SUCCESS;
+    if (keep && sg) {
+        CUdeviceptr count = sg->count, word = sg->host_dev;
+        void *args[] = {&count, &word};
+        signalled = cuLaunchKernel(d->signal_fn, 1, 1, 1, 1, 1, 1, 0, ctx->cuda->stream, args, NULL);
+    }
     /* always ends the capture, even when the work captured went wrong: the stream is usable again */
     ctx->cuda->capturing = 0;
     TK_CU_CHECK(cuStreamEndCapture(ctx->cuda->stream, &graph));
+    TK_CU_CHECK(signalled);
     if (!keep)
         goto done;
+    if (!(g = calloc(1, sizeof *g))) {
+        rc = tk_error_set(TK_ENOMEM, "out of memory");
+        goto done;
+    }
     TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
-    *exec = (void *)ge;
+    g->exec = ge;
+    g->signal = sg;
+    *exec = g;
+    g = NULL;
     /* the graph's device-side state made now, so its first launch costs what later ones do (the
        capture thread makes graphs ahead of the requests that launch them) */
     if (cuGraphUpload && cuGraphUpload(ge, ctx->cuda->stream) == CUDA_SUCCESS)
         cuStreamSynchronize(ctx->cuda->stream);
 done:
+    free(g);
     if (graph)
         cuGraphDestroy(graph);
     return rc;
@@ -469,19 +649,40 @@ done:
 int tk_cuda_graph_launch(tk_ctx *ctx, void *exec)
 {
     tk_cu_device *d;
+    const tk_cu_graph *g = exec;
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
-    TK_CU_CHECK(cuGraphLaunch((CUgraphExec)exec, ctx->cuda->stream));
+    /* a signalled graph counts its launches on its own context's stream only */
+    if (g->signal && g->signal != __atomic_load_n(&ctx->cuda->signal, __ATOMIC_ACQUIRE))
+        return tk_error_set(TK_EINTERNAL, "a CUDA graph captured for another context was launched on this one");
+    TK_CU_CHECK(cuGraphLaunch(g->exec, ctx->cuda->stream));
+    if (g->signal) {
+        ctx->cuda->launched++;
+        ctx->cuda->armed = 1;
+    }
 done:
     return rc;
+}
+
+int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen)
+{
+    const tk_cu_signal *sg = ctx && ctx->cuda ? __atomic_load_n(&ctx->cuda->signal, __ATOMIC_ACQUIRE) : NULL;
+    *launched = *seen = 0;
+    if (!sg)
+        return -1;
+    *launched = ctx->cuda->launched;
+    *seen = __atomic_load_n(sg->host, __ATOMIC_ACQUIRE);
+    return ctx->cuda->armed;
 }
 
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec)
 {
     tk_cu_device *d;
-    if (exec && tk_cu_enter(ctx, &d) == 0)
-        cuGraphExecDestroy((CUgraphExec)exec);
+    tk_cu_graph *g = exec;
+    if (g && tk_cu_enter(ctx, &d) == 0)
+        cuGraphExecDestroy(g->exec);
+    free(g);
 }
 
 int tk_cuda_event_new(tk_ctx *ctx, void **ev)
@@ -585,10 +786,15 @@ int tk_cuda_compute_capability(int ordinal, int *major, int *minor)
     return no_cuda();
 }
 int tk_cuda_graphs_available(void) { return 0; }
-int tk_cuda_capture_begin(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
+int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on) { (void)ctx, (void)replay_on; return no_cuda(); }
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec) { (void)ctx, (void)keep, *exec = NULL; return no_cuda(); }
 int tk_cuda_graph_launch(tk_ctx *ctx, void *exec) { (void)ctx, (void)exec; return no_cuda(); }
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec) { (void)ctx, (void)exec; }
+int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen)
+{
+    (void)ctx, *launched = *seen = 0;
+    return -1;
+}
 int tk_cuda_event_new(tk_ctx *ctx, void **ev) { (void)ctx, *ev = NULL; return no_cuda(); }
 void tk_cuda_event_free(tk_ctx *ctx, void *ev) { (void)ctx, (void)ev; }
 int tk_cuda_event_record(tk_ctx *ctx, void *ev) { (void)ctx, (void)ev; return no_cuda(); }

@@ -60,6 +60,13 @@ typedef struct tk_cu_api {
     PFN_cuGraphExecDestroy_v10000 GraphExecDestroy;
     PFN_cuGraphDestroy_v10000 GraphDestroy;
     PFN_cuGraphUpload_v11010 GraphUpload; /* NULL: a graph is uploaded at its first launch */
+    /* the end-of-graph signal (cuda.c, tk_cuda_sync): NULL when missing, and then graphs are
+       waited for with cuStreamSynchronize */
+    PFN_cuStreamQuery_v2000 StreamQuery;
+    PFN_cuMemHostAlloc_v2020 MemHostAlloc;
+    PFN_cuMemHostGetDevicePointer_v3020 MemHostGetDevicePointer;
+    PFN_cuMemFreeHost_v2000 MemFreeHost;
+    PFN_cuMemsetD32Async_v3020 MemsetD32Async;
 } tk_cu_api;
 
 /* Filled by tk_cu_load; read-only afterwards. */
@@ -104,6 +111,11 @@ extern tk_cu_api tk_cu;
 #define cuGraphExecDestroy tk_cu.GraphExecDestroy
 #define cuGraphDestroy tk_cu.GraphDestroy
 #define cuGraphUpload tk_cu.GraphUpload
+#define cuStreamQuery tk_cu.StreamQuery
+#define cuMemHostAlloc tk_cu.MemHostAlloc
+#define cuMemHostGetDevicePointer_v2 tk_cu.MemHostGetDevicePointer
+#define cuMemFreeHost tk_cu.MemFreeHost
+#define cuMemsetD32Async tk_cu.MemsetD32Async
 
 /* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
  * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */
@@ -152,13 +164,34 @@ typedef struct tk_cu_device {
     /* cublaslt.c: the handle and tk::linear's plan cache, made on first use and published with
        release semantics (read without the lock) */
     void *cublaslt;
+    /* cuda.c: the end-of-graph signal kernel, loaded on first need (signal_fn_state: 0 not yet
+       tried, 1 loaded, -1 unavailable) */
+    CUmodule signal_mod;
+    CUfunction signal_fn;
+    int signal_fn_state;
 } tk_cu_device;
+
+/* The end-of-graph signal of a context (cuda.c): a word of host memory the GPU can write and a
+ * launch counter in device memory. A graph that will replay on the context ends with a one-thread
+ * kernel that adds one to the counter and stores the count in the word; tk_cuda_sync waits for
+ * the word to reach the count of launches without a driver call (the driver's locks are what
+ * stops a stream synchronization from scaling over threads). Made once, published with release
+ * semantics: the capture thread may make it while the session's thread reads it. */
+typedef struct tk_cu_signal {
+    volatile unsigned *host; /* mapped, written by the GPU */
+    CUdeviceptr host_dev;    /* the same word as the GPU sees it */
+    CUdeviceptr count;       /* the launches that reached their end, in device memory */
+} tk_cu_signal;
 
 struct tk_cuda_ctx {
     tk_cu_device *dev;
     CUstream stream; /* non-blocking: never waits on the legacy default stream */
     int capturing;   /* a CUDA graph capture is under way on stream (tk_cuda_alloc refuses) */
     void *lt;        /* cublaslt.c's tk_lt_ctx: workspace and matmul descriptors, made on first use */
+    tk_cu_signal *signal; /* NULL until a graph for this context was captured (atomic) */
+    const tk_cu_signal *capture_signal; /* the signal the capture under way on stream ends with */
+    unsigned launched;    /* signalled launches queued so far (the launching thread's) */
+    int armed;            /* the last work queued is a signalled launch: tk_cuda_sync spins on it */
 };
 
 /* ctx's device, with its primary context made current on the calling thread (driver calls

@@ -1623,7 +1623,7 @@ static int time_in_graph(tk_session *s, const plan *pl, tk_tensor **t, tk_node_p
     tk_node_profile *cap = calloc(nn + 1, sizeof(*cap));
     if (!cap)
         return tk_error_set(TK_ENOMEM, "out of memory");
-    int rc = tk_cuda_capture_begin(s->ctx);
+    int rc = tk_cuda_capture_begin(s->ctx, NULL); /* timed by its events: no end-of-graph signal */
     if (!rc) {
         int body = run_nodes(s, pl, s->ctx, t, cap, 1);
         rc = tk_cuda_capture_end(s->ctx, body == 0, &exec);
@@ -1685,7 +1685,7 @@ static int run_profiled(tk_session *s, const plan *pl, tk_tensor **t)
 static int capture(tk_session *s, const plan *pl, tk_ctx *ctx, tk_tensor **t, void **exec)
 {
     *exec = NULL;
-    int rc = tk_cuda_capture_begin(ctx);
+    int rc = tk_cuda_capture_begin(ctx, s->ctx); /* replayed on the session's stream, and waited for there */
     if (rc)
         return rc;
     int body = run_nodes(s, pl, ctx, t, NULL, 1);

@@ -154,11 +154,18 @@ int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 b
 void tk_cuda_unload_stale(void);
 /* CUDA graphs (runtime/exec.c): 1 when the driver has stream capture. Capture on ctx's stream
  * in thread-local mode; capture_end always ends it and, with keep, instantiates what was
- * captured (*exec, for graph_launch and graph_free). */
+ * captured (*exec, for graph_launch and graph_free). A graph captured for replay_on (non-NULL)
+ * ends with that context's end-of-graph signal, and tk_cuda_sync waits for its replays there
+ * without a driver call; it must be launched on replay_on only (graph_launch refuses another).
+ * $TK_GRAPH_SIGNAL=0 leaves the signal out (the wait is then cuStreamSynchronize). */
 int tk_cuda_graphs_available(void);
-int tk_cuda_capture_begin(tk_ctx *ctx);
+int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on);
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec);
 int tk_cuda_graph_launch(tk_ctx *ctx, void *exec);
+/* For tests: -1 when ctx has no end-of-graph signal; else whether tk_cuda_sync would wait on it
+ * (1: the last work queued is a signalled launch), with the launches counted so far and the count
+ * the GPU has written back. */
+int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen);
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec);
 /* Device events for per-node profiles: recorded on ctx's stream; elapsed_us waits for end. */
 int tk_cuda_event_new(tk_ctx *ctx, void **ev);

@@ -717,6 +717,74 @@ static void gpu__bound_buffers_replay_direct_graphs_for_every_shape(void **state
     fixture_release(&fx);
 }
 
+/* A replay's tk_ctx_sync spins on the graph's end-of-graph signal instead of synchronizing the
+ * stream: armed by the launch, disarmed by any later work, and once it returns the GPU has counted
+ * every launch (a wait that returned early would leave the count behind: the graph takes
+ * microseconds after its launch returns). */
+static void gpu__a_replay_is_waited_for_on_its_end_of_graph_signal(void **state)
+{
+    (void)state;
+    const char *env = getenv("TK_GRAPH_SIGNAL");
+    int off = env && !strcmp(env, "0");
+    fixture fx;
+    tk_session *s;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.prefill = TK_PREFILL_NOW;
+    tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, &o));
+    tk_ctx *ctx = tk_session_ctx(s);
+    const int64_t ishape[] = {TP_MAX_BATCH, TP_IN}, oshape[] = {TP_MAX_BATCH, TP_OUT};
+    tk_tensor *xbuf, *obuf[2], *spare;
+    tk_assert_ok(tk_tensor_new(&xbuf, ctx, GPU, TK_F32, 2, ishape));
+    tk_assert_ok(tk_tensor_new(&spare, ctx, GPU, TK_F32, 2, oshape));
+    for (int i = 0; i < 2; i++)
+        tk_assert_ok(tk_tensor_new(&obuf[i], ctx, GPU, TK_F32, 2, oshape));
+    tk_assert_ok(tk_session_bind(s, &xbuf, 1, obuf, 2));
+    assert_int_equal(tk_session_wait_ready(s), 1);
+    unsigned launched, seen, before = 0;
+    for (int i = 0; i < 40; i++) {
+        int64_t b = 1 + (int64_t)((i * 37) % TP_MAX_BATCH);
+        const int64_t is[] = {b, TP_IN}, os[] = {b, TP_OUT};
+        tk_tensor xv, ov[2], *x = tp_input(b, i), *outs[2] = {&ov[0], &ov[1]}, *in = &xv;
+        tk_tensor_view_init(&xv, GPU, TK_F32, 2, is, tk_tensor_data(xbuf));
+        for (int k = 0; k < 2; k++)
+            tk_tensor_view_init(&ov[k], GPU, TK_F32, 2, os, tk_tensor_data(obuf[k]));
+        tk_assert_ok(tk_tensor_copy(ctx, &xv, x));
+        tk_cuda_signal_state(ctx, &before, &seen);
+        tk_assert_ok(tk_session_run(s, &in, 1, outs, 2));
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.last_mode, TK_EXEC_REPLAYED);
+        int armed = tk_cuda_signal_state(ctx, &launched, &seen);
+        if (off) {
+            assert_int_equal(armed, -1);
+        } else {
+            assert_int_equal(armed, 1);
+            assert_int_equal(launched, before + 1);
+        }
+        if (i % 4 == 3) { /* work queued after the launch: the wait is the stream's again */
+            tk_assert_ok(tk_tensor_copy(ctx, spare, obuf[0]));
+            assert_int_equal(tk_cuda_signal_state(ctx, &launched, &seen), off ? -1 : 0);
+        }
+        tk_assert_ok(tk_ctx_sync(ctx));
+        assert_int_equal(tk_cuda_signal_state(ctx, &launched, &seen), off ? -1 : 0);
+        assert_int_equal(seen, launched);
+        tk_tensor *y = to_host(ctx, &ov[0]), *h = to_host(ctx, &ov[1]);
+        tp_check(x, y, h);
+        tk_tensor_free(y);
+        tk_tensor_free(h);
+        tk_tensor_free(x);
+    }
+    if (!off)
+        assert_true(launched >= 40);
+    tk_tensor_free(xbuf);
+    tk_tensor_free(spare);
+    tk_tensor_free(obuf[0]);
+    tk_tensor_free(obuf[1]);
+    tk_session_free(s);
+    fixture_release(&fx);
+}
+
 /* Every message, DEBUG included (a capture that failed says why), on stderr. */
 static void log_all(tk_log_level level, const char *msg, void *user)
 {
@@ -737,6 +805,7 @@ int main(void)
         cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
+        cmocka_unit_test(gpu__a_replay_is_waited_for_on_its_end_of_graph_signal),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__layout_views_stay_correct_through_graphs),
         cmocka_unit_test(gpu__output_views_are_written_in_place_by_graphs),

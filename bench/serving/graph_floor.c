@@ -1,13 +1,17 @@
 /* graph_floor: what the CUDA driver alone allows a call of a small package to cost, and how far it
  * scales over threads, with no tkexport code in the loop. Each thread has its own stream and its
  * own instantiated graph of `--kernels` empty kernels (a chain, as a package's nodes are) and does
- * what a session's call does at a fixed shape: cuGraphLaunch, then wait (cuStreamSynchronize, or
- * polling cuStreamQuery with --poll). The threads start together; calls/s is every thread's calls
+ * what a session's call does at a fixed shape: cuGraphLaunch, then wait: `--wait sync`
+ * (cuStreamSynchronize), `poll` (spinning on cuStreamQuery), `flag` (the graph ends with a
+ * cuStreamWriteValue32 node setting a word of mapped host memory, which the host clears before the
+ * launch and spins on after it: no driver call in the wait) or `kflag` (the same word set by one more
+ * kernel instead of the memory-op node). The threads start together; calls/s is every thread's calls
  * over the wall time to the last thread's end (bench_serving's definition), so the two tables
  * compare line by line. Driver API through dlopen, the kernel as PTX (the driver compiles it):
  * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
  *
- *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--poll] [--json F] */
+ *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
+ *               [--json F]                                                        (--poll: --wait poll) */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
@@ -18,7 +22,11 @@
 #include <time.h>
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
-                          ".visible .entry tk_floor_empty(.param .u64 p)\n{\n\tret;\n}\n";
+                          ".visible .entry tk_floor_empty(.param .u64 p)\n{\n\tret;\n}\n"
+                          ".visible .entry tk_floor_signal(.param .u64 p)\n{\n"
+                          "\t.reg .b64 %rd<2>;\n\t.reg .b32 %r<2>;\n"
+                          "\tld.param.u64 %rd1, [p];\n\tmov.u32 %r1, 1;\n"
+                          "\tst.release.sys.global.u32 [%rd1], %r1;\n\tret;\n}\n";
 
 #define API(X)                                                                                          \
     X(cuInit, (unsigned))                                                                               \
@@ -35,6 +43,9 @@ static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
     X(cuGraphLaunch, (CUgraphExec, CUstream))                                                           \
     X(cuStreamSynchronize, (CUstream))                                                                  \
     X(cuStreamQuery, (CUstream))                                                                        \
+    X(cuMemHostAlloc, (void **, size_t, unsigned))                                                      \
+    X(cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned))                                  \
+    X(cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned))                           \
     X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
                        CUstream, void **, void **))
 
@@ -42,8 +53,11 @@ static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
 API(DECLARE)
 
 static CUcontext g_ctx;
-static CUfunction g_fn;
-static int g_calls = 20000, g_warmup = 2000, g_kernels = 3, g_poll;
+static CUfunction g_fn, g_signal;
+static int g_calls = 20000, g_warmup = 2000, g_kernels = 3;
+enum { WAIT_SYNC, WAIT_POLL, WAIT_FLAG, WAIT_KFLAG };
+static const char *const wait_names[] = {"sync", "poll", "flag", "kflag"};
+static int g_wait = WAIT_SYNC;
 
 #define CK(call)                                                                                  \
     do {                                                                                          \
@@ -67,16 +81,26 @@ typedef struct worker {
     double t0, t1;
 } worker;
 
-static void wait_stream(CUstream s)
+static void wait_stream(CUstream s, volatile unsigned *flag)
 {
-    if (!g_poll) {
+    if (g_wait == WAIT_SYNC) {
         CK(p_cuStreamSynchronize(s));
-        return;
+    } else if (g_wait == WAIT_POLL) {
+        CUresult r;
+        while ((r = p_cuStreamQuery(s)) == CUDA_ERROR_NOT_READY)
+            ;
+        CK(r);
+    } else {
+        while (!__atomic_load_n(flag, __ATOMIC_ACQUIRE))
+            __builtin_ia32_pause();
     }
-    CUresult r;
-    while ((r = p_cuStreamQuery(s)) == CUDA_ERROR_NOT_READY)
-        ;
-    CK(r);
+}
+
+static void launch(CUgraphExec ge, CUstream s, volatile unsigned *flag)
+{
+    if (flag)
+        __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
+    CK(p_cuGraphLaunch(ge, s));
 }
 
 static void *work(void *arg)
@@ -89,22 +113,38 @@ static void *work(void *arg)
     CK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     unsigned long long dummy = 0;
     void *params[] = {&dummy};
+    volatile unsigned *flag = NULL;
+    CUdeviceptr dflag = 0;
+    if (g_wait >= WAIT_FLAG) {
+        void *h;
+        CK(p_cuMemHostAlloc(&h, 64, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+        CK(p_cuMemHostGetDevicePointer_v2(&dflag, h, 0));
+        flag = h;
+    }
     CK(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     for (int k = 0; k < g_kernels; k++)
         CK(p_cuLaunchKernel(g_fn, 1, 1, 1, 128, 1, 1, 0, s, params, NULL));
+    if (g_wait == WAIT_FLAG) {
+        CK(p_cuStreamWriteValue32_v2(s, dflag, 1, 0));
+    } else if (g_wait == WAIT_KFLAG) {
+        unsigned long long p = (unsigned long long)dflag;
+        void *sp[] = {&p};
+        CK(p_cuLaunchKernel(g_signal, 1, 1, 1, 1, 1, 1, 0, s, sp, NULL));
+    }
     CK(p_cuStreamEndCapture(s, &g));
     CK(p_cuGraphInstantiateWithFlags(&ge, g, 0));
     CK(p_cuGraphUpload(ge, s));
     for (int i = 0; i < g_warmup; i++) {
-        CK(p_cuGraphLaunch(ge, s));
-        wait_stream(s);
+        launch(ge, s, flag);
+        wait_stream(s, flag);
     }
     pthread_barrier_wait(w->start);
     w->t0 = now_s();
     for (int i = 0; i < g_calls; i++) {
-        CK(p_cuGraphLaunch(ge, s));
-        wait_stream(s);
+        launch(ge, s, flag);
+        wait_stream(s, flag);
     }
+    CK(p_cuStreamSynchronize(s));
     w->t1 = now_s();
     return NULL;
 }
@@ -143,13 +183,24 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
             g_kernels = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--poll"))
-            g_poll = 1;
+            g_wait = WAIT_POLL;
+        else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            const char *w = argv[++i];
+            g_wait = -1;
+            for (int k = 0; k < 4; k++)
+                if (!strcmp(w, wait_names[k]))
+                    g_wait = k;
+            if (g_wait < 0) {
+                fprintf(stderr, "graph_floor: --wait takes sync, poll, flag or kflag, not '%s'\n", w);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
         else {
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
-                    "[--kernels K] [--poll] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
+                    "[--kernels K] [--wait sync|poll|flag|kflag] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
     }
@@ -176,16 +227,19 @@ int main(int argc, char **argv)
     CK(p_cuCtxSetCurrent(g_ctx));
     CK(p_cuModuleLoadData(&mod, ptx));
     CK(p_cuModuleGetFunction(&g_fn, mod, "tk_floor_empty"));
+    CK(p_cuModuleGetFunction(&g_signal, mod, "tk_floor_signal"));
     FILE *jf = json ? fopen(json, "w") : NULL;
     if (json && !jf) {
         fprintf(stderr, "graph_floor: cannot write '%s'\n", json);
         return 1;
     }
-    printf("graph of %d empty kernels, launch + %s, %d calls per thread\n", g_kernels,
-           g_poll ? "cuStreamQuery polling" : "cuStreamSynchronize", g_calls);
+    static const char *const wait_text[] = {"cuStreamSynchronize", "cuStreamQuery polling",
+                                            "a host flag set by a write-value node", "a host flag set by a kernel"};
+    printf("graph of %d empty kernels, launch + %s, %d calls per thread\n", g_kernels, wait_text[g_wait], g_calls);
     printf("threads  calls/s    us/call/thread  x one thread\n");
     if (jf)
-        fprintf(jf, "{\"kernels\": %d, \"poll\": %d, \"calls\": %d, \"rows\": [", g_kernels, g_poll, g_calls);
+        fprintf(jf, "{\"kernels\": %d, \"wait\": \"%s\", \"calls\": %d, \"rows\": [", g_kernels, wait_names[g_wait],
+                g_calls);
     double one = 0;
     int first = 1;
     for (const char *p = threads; *p;) {
