@@ -11,7 +11,8 @@
  * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
  *
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
- *               [--json F]                                                        (--poll: --wait poll) */
+ *               [--set-current] [--json F]                                        (--poll: --wait poll)
+ * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
@@ -57,7 +58,7 @@ static CUfunction g_fn, g_signal;
 static int g_calls = 20000, g_warmup = 2000, g_kernels = 3;
 enum { WAIT_SYNC, WAIT_POLL, WAIT_FLAG, WAIT_KFLAG };
 static const char *const wait_names[] = {"sync", "poll", "flag", "kflag"};
-static int g_wait = WAIT_SYNC;
+static int g_wait = WAIT_SYNC, g_set_current;
 
 #define CK(call)                                                                                  \
     do {                                                                                          \
@@ -98,6 +99,8 @@ static void wait_stream(CUstream s, volatile unsigned *flag)
 
 static void launch(CUgraphExec ge, CUstream s, volatile unsigned *flag)
 {
+    if (g_set_current) /* as libtkrt does before each driver call: the context made current */
+        CK(p_cuCtxSetCurrent(g_ctx));
     if (flag)
         __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
     CK(p_cuGraphLaunch(ge, s));
@@ -182,6 +185,8 @@ int main(int argc, char **argv)
             g_warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
             g_kernels = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--set-current"))
+            g_set_current = 1;
         else if (!strcmp(argv[i], "--poll"))
             g_wait = WAIT_POLL;
         else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
@@ -200,7 +205,7 @@ int main(int argc, char **argv)
         else {
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
-                    "[--kernels K] [--wait sync|poll|flag|kflag] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
+                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
     }
