@@ -33,6 +33,7 @@ namespace {
 
 constexpr int kThreads = 128, BR = 64; /* a block: 4 warps, 64 queries */
 constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLazy = 8.0f; /* log2 of how far p may exceed 1 before the running maximum moves */
 
 /* strides in elements: batch, head, seq */
 struct strides {
@@ -230,18 +231,38 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
         }
 
         /* online softmax, each row spread over the lane's quad; maxima of the raw scores, the
-         * scale folded into one fma with the exponent's base 2 */
+         * scale folded into one fma with the exponent's base 2. The running maximum m moves only
+         * when a row's new scores exceed it by more than 2^kLazy in p (p is then at most 2^8: no
+         * range trouble in bf16 or f32, and the result is the same quotient): after the first
+         * tiles the warp skips the rescaling of its accumulators altogether. */
+        float mx[2];
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
-            float mx = -INFINITY;
+            mx[hr] = -INFINITY;
 #pragma unroll
             for (int n = 0; n < NT; n++)
-                mx = fmaxf(mx, fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float mn = fmaxf(m[hr], mx), mu = mn == -INFINITY ? 0.0f : mn * sl2;
-            const float alpha = fast_exp2(m[hr] * sl2 - mu);
-            m[hr] = mn;
+                mx[hr] = fmaxf(mx[hr], fmaxf(s[n][2 * hr], s[n][2 * hr + 1]));
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 1));
+            mx[hr] = fmaxf(mx[hr], __shfl_xor_sync(0xffffffffu, mx[hr], 2));
+        }
+        const bool grow = (mx[0] - m[0]) * sl2 > kLazy || (mx[1] - m[1]) * sl2 > kLazy;
+        if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                const float mn = fmaxf(m[hr], mx[hr]);
+                const float alpha = mn == -INFINITY ? 1.0f : fast_exp2((m[hr] - mn) * sl2);
+                m[hr] = mn;
+                l[hr] *= alpha;
+#pragma unroll
+                for (int n = 0; n < DT; n++) {
+                    acc[n][2 * hr] *= alpha;
+                    acc[n][2 * hr + 1] *= alpha;
+                }
+            }
+        }
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const float mu = m[hr] == -INFINITY ? 0.0f : m[hr] * sl2;
             float sum = 0.0f;
 #pragma unroll
             for (int n = 0; n < NT; n++) {
@@ -250,12 +271,7 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
                 s[n][2 * hr + 1] = p1;
                 sum += p0 + p1;
             }
-            l[hr] = l[hr] * alpha + sum; /* the lane's part; the quad's sum at the end */
-#pragma unroll
-            for (int n = 0; n < DT; n++) {
-                acc[n][2 * hr] *= alpha;
-                acc[n][2 * hr + 1] *= alpha;
-            }
+            l[hr] += sum; /* the lane's part; the quad's sum at the end */
         }
         /* the accumulator layout of n-tiles 2kk, 2kk + 1 is the operand layout of k-chunk kk */
         uint32_t pf[BC / 16][4];
