@@ -5,15 +5,18 @@
  *
  * tk_sdpa_flash_<dtype>_d<D> (f16, bf16; D 64 or 128; sm_80 and later): the
  * FlashAttention-2 form on tensor cores with float accumulators. A block of 4 warps takes 64 query
- * rows of one (batch, head) and walks the keys in tiles (64 keys for D 64, 32 for D 128). Per tile:
- * s = q k^T in registers; the online softmax (each row's running max and sum, the output
- * accumulators rescaled as the max grows; exponentials in base 2, the scale folded into an
- * fma); p rounded to 16 bits straight from the score accumulators into the operand layout (no
- * trip through shared memory); o += p v. k and v come in with cp.async, double-buffered: the next
- * tile's while this one is computed, into tiles whose 16-byte chunks are swizzled (chunk ^ row %
- * 8, blocks of 64 columns). Causal blocks stop at the diagonal and mask only the tiles that cross
- * it; the longest blocks (of every head) start first. Shared memory: 48 KiB for D 128, 40 KiB for D 64 (the
- * static limit without opting in: hence the 32-key tiles of D 128). Two forms of the products,
+ * rows of one (batch, head) and walks the keys in tiles of 64. Per tile: s = q k^T in registers;
+ * the online softmax (each row's running max and sum; exponentials in base 2, the scale folded
+ * into an fma; the max a row's exponentials are taken against moves only when the tile's scores
+ * pass it by 2^8 in p, and a warp whose rows did not move skips rescaling its accumulators); p
+ * rounded to 16 bits straight from the score accumulators into the operand layout (no trip
+ * through shared memory); o += p v. k and v come in with cp.async into tiles whose 16-byte chunks
+ * are swizzled (chunk ^ row % 8, blocks of 64 columns): at D 64 double-buffered (the next tile's
+ * while this one is computed; 40 KiB with q), at D 128 one tile each (48 KiB with q, the static
+ * limit without opting in), the next k coming in while this tile's p v runs and the next v while
+ * the next scores are computed. Causal blocks stop at the diagonal and mask only the tiles that
+ * cross it; the longest blocks start first, over every head or over groups of heads whose k and v
+ * fit in L2 together (attention_grid.h). Two forms of the products,
  * chosen when the cubin is compiled:
  *   - sm_90a (H100, H200): wgmma, the 4 warps as one warpgroup, q and k (and v, transposed by the
  *     instruction) read by the tensor cores straight from the swizzled tiles, p from registers;
@@ -26,6 +29,7 @@
 #include <stdint.h>
 #include <tk/kernel.h>
 
+#include "attention_grid.h"
 #include "lanes.cuh"
 #include "wgmma.cuh"
 
@@ -144,16 +148,28 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
     __trap(); /* cp.async and bf16 mma need sm_80; the op does not launch this kernel there */
 #else
     constexpr int NT = BC / 8, DT = D / 8; /* score and output n-tiles (8 columns) */
+    /* Two tiles of each of k and v where they fit with q in 48 KiB (one read, the next coming in);
+     * else one of each, k's next tile coming in while this tile's v is read and v's while the
+     * next scores are computed. */
+    constexpr int NBUF = (BR + 4 * BC) * D * (int)sizeof(T) <= 48 * 1024 ? 2 : 1;
+    static_assert((BR + 2 * NBUF * BC) * D * (int)sizeof(T) <= 48 * 1024, "tiles past 48 KiB of shared memory");
     __shared__ __align__(1024) T sQ[BR * D];
-    __shared__ __align__(1024) T sK[2][BC * D]; /* two tiles of each: one read, the next coming in */
-    __shared__ __align__(1024) T sV[2][BC * D];
+    __shared__ __align__(1024) T sK[NBUF][BC * D];
+    __shared__ __align__(1024) T sV[NBUF][BC * D];
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    /* Blocks start in x order. Causal: grid (B H, query blocks), so that the longest blocks (the
-     * last queries) of every head start first and the short ones fill in at the end. Otherwise
-     * (query blocks, B H): a head's blocks run together and share its k and v in L2. */
-    const int bh = causal ? blockIdx.x : blockIdx.y, b = bh / H, h = bh % H;
-    const int q0 = (causal ? gridDim.y - 1 - blockIdx.y : blockIdx.x) * BR;
+    /* Blocks start in x order. Causal: grid (B H, query blocks), longest blocks first in groups of
+     * heads (attention_grid.h). Otherwise (query blocks, B H): a head's blocks run together and
+     * share its k and v in L2. */
+    int bh, qi;
+    if (causal) {
+        const int group = tk_sdpa_causal_group(2ll * Sk * D * (long long)sizeof(T), (int)gridDim.x);
+        tk_sdpa_causal_block(blockIdx.y * gridDim.x + blockIdx.x, gridDim.x, gridDim.y, group, &bh, &qi);
+    } else {
+        bh = blockIdx.y;
+        qi = blockIdx.x;
+    }
+    const int b = bh / H, h = bh % H, q0 = qi * BR;
     const T *qb = q + b * sq.b + h * sq.h, *kb = k + b * sk.b + h * sk.h, *vb = v + b * sv.b + h * sv.h;
     T *ob = o + b * so.b + h * so.h;
 
@@ -162,14 +178,22 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
         kend = q0 + BR;
     const int ntiles = (kend + BC - 1) / BC;
 
-    /* cp.async groups, one a tile, committed even when empty so that "all but the newest" is
-     * always the tile about to be read: q with k and v of tile 0, then k and v of tile 1 */
+    /* cp.async groups, committed even when empty so that "all but the newest" is always what is
+     * about to be read. Two buffers: a group a tile (q with k and v of tile 0, then k and v of
+     * tile 1). One: a group for k and one for v (q with k of tile 0, then v of tile 0). */
     load_tile<T, D, BR>(sQ, qb, sq.s, q0, S);
-    for (int jt = 0; jt < 2; jt++) {
-        if (jt < ntiles) {
-            load_tile<T, D, BC>(sK[jt], kb, sk.s, jt * BC, Sk);
-            load_tile<T, D, BC>(sV[jt], vb, sv.s, jt * BC, Sk);
+    if constexpr (NBUF == 2) {
+        for (int jt = 0; jt < 2; jt++) {
+            if (jt < ntiles) {
+                load_tile<T, D, BC>(sK[jt], kb, sk.s, jt * BC, Sk);
+                load_tile<T, D, BC>(sV[jt], vb, sv.s, jt * BC, Sk);
+            }
+            cp_commit();
         }
+    } else {
+        load_tile<T, D, BC>(sK[0], kb, sk.s, 0, Sk);
+        cp_commit();
+        load_tile<T, D, BC>(sV[0], vb, sv.s, 0, Sk);
         cp_commit();
     }
 
@@ -183,8 +207,8 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 
     for (int jt = 0; jt < ntiles; jt++) {
         const int j0 = jt * BC;
-        const T *tK = sK[jt & 1], *tV = sV[jt & 1];
-        cp_wait_newest_pending(); /* this tile is in */
+        const T *tK = sK[jt % NBUF], *tV = sV[jt % NBUF];
+        cp_wait_newest_pending(); /* this tile is in (one buffer: its k) */
         if (kWgmma)
             wg_proxy_fence();
         __syncthreads();
@@ -216,6 +240,13 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
                     mma16816<T>(s[2 * np + 1], qf, bk[2], bk[3]);
                 }
             }
+        }
+
+        if constexpr (NBUF == 1) { /* every warp is done with k: the next tile's comes in */
+            __syncthreads();
+            if (jt + 1 < ntiles)
+                load_tile<T, D, BC>(sK[0], kb, sk.s, j0 + BC, Sk);
+            cp_commit();
         }
 
         /* -inf past the keys and (causal) above the diagonal; only tiles at those edges look */
@@ -283,6 +314,12 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
             pf[kk][3] = lanes<T>::pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
         }
 
+        if constexpr (NBUF == 1) { /* this tile's v is in (the next k may still be coming) */
+            cp_wait_newest_pending();
+            if (kWgmma)
+                wg_proxy_fence();
+            __syncthreads();
+        }
         if constexpr (kWgmma) {
             wg_fence();
 #pragma unroll
@@ -304,9 +341,13 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
                 }
         }
         __syncthreads(); /* every warp is done with this tile's buffers: tile jt + 2 goes there */
-        if (jt + 2 < ntiles) {
-            load_tile<T, D, BC>(sK[jt & 1], kb, sk.s, j0 + 2 * BC, Sk);
-            load_tile<T, D, BC>(sV[jt & 1], vb, sv.s, j0 + 2 * BC, Sk);
+        if constexpr (NBUF == 2) {
+            if (jt + 2 < ntiles) {
+                load_tile<T, D, BC>(sK[jt & 1], kb, sk.s, j0 + 2 * BC, Sk);
+                load_tile<T, D, BC>(sV[jt & 1], vb, sv.s, j0 + 2 * BC, Sk);
+            }
+        } else if (jt + 1 < ntiles) { /* one buffer: the next tile's v */
+            load_tile<T, D, BC>(sV[0], vb, sv.s, j0 + BC, Sk);
         }
         cp_commit();
     }
@@ -399,8 +440,8 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         int causal
 #define TK_SDPA_STRIDES {qb, qh, qs}, {kb, kh, ks}, {vb, vh, vs}, {ob, oh, os}
 
-#define TK_SDPA_FLASH(sfx, T, D, BC)                                                                        \
-    TK_KERNEL void __launch_bounds__(kThreads) tk_sdpa_flash_##sfx##_d##D(TK_SDPA_ARGS(T))                  \
+#define TK_SDPA_FLASH(sfx, T, D, BC, BLOCKS)                                                                \
+    TK_KERNEL void __launch_bounds__(kThreads, BLOCKS) tk_sdpa_flash_##sfx##_d##D(TK_SDPA_ARGS(T))          \
     {                                                                                                       \
         sdpa_flash<T, D, BC>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                         \
     }
@@ -410,10 +451,18 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         sdpa_rows<T>(q, k, v, o, H, S, Sk, D, TK_SDPA_STRIDES, scale, causal);                              \
     }
 
-TK_SDPA_FLASH(f16, __half, 64, 64) /* tiles of keys: two of each of k and v in 48 KiB with q */
-TK_SDPA_FLASH(f16, __half, 128, 32)
-TK_SDPA_FLASH(bf16, __nv_bfloat16, 64, 64)
-TK_SDPA_FLASH(bf16, __nv_bfloat16, 128, 32)
+/* tiles of 64 keys: two of each of k and v in 48 KiB with q at D 64, one of each at D 128; as many
+ * blocks an SM as their shared memory allows, registers held to that (Hopper's 228 KiB: 5 and 4;
+ * Ampere's 164: 4, and 2 at D 128, where 3 would spill) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define TK_SDPA_BLOCKS(hopper, ampere) ampere
+#else
+#define TK_SDPA_BLOCKS(hopper, ampere) hopper
+#endif
+TK_SDPA_FLASH(f16, __half, 64, 64, TK_SDPA_BLOCKS(5, 4))
+TK_SDPA_FLASH(f16, __half, 128, 64, TK_SDPA_BLOCKS(4, 2))
+TK_SDPA_FLASH(bf16, __nv_bfloat16, 64, 64, TK_SDPA_BLOCKS(5, 4))
+TK_SDPA_FLASH(bf16, __nv_bfloat16, 128, 64, TK_SDPA_BLOCKS(4, 2))
 TK_SDPA_ROWS(f32, float)
 TK_SDPA_ROWS(f16, __half)
 TK_SDPA_ROWS(bf16, __nv_bfloat16)

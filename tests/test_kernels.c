@@ -14,6 +14,8 @@
 
 #include "tk_test.h"
 
+#include "attention_grid.h" /* kernels/: the causal attention kernel's block order */
+
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -916,12 +918,50 @@ static void meta__a_wrong_output_is_refused(void **state)
     tk_tensor_free(y);
 }
 
+/* The causal attention kernel's block order (kernels/attention_grid.h): every head and query
+ * block exactly once; within a group of heads, query blocks from the last (longest) down; groups
+ * of every head while their k and v fit in L2 together, of what 32 MB holds (at least 8) past it. */
+static void grid__causal_attention_blocks_cover_the_grid_once_longest_first(void **state)
+{
+    (void)state;
+    assert_int_equal(tk_sdpa_causal_group(2ll * 1024 * 64 * 2, 96), 96);        /* GPT-2: 24 MB, one group */
+    assert_int_equal(tk_sdpa_causal_group(2ll * 4096 * 128 * 2, 32), 32);       /* 64 MB: one */
+    assert_int_equal(tk_sdpa_causal_group(2ll * 4096 * 128 * 2, 96), 16);       /* 192 MB: 16 heads of 2 MB */
+    assert_int_equal(tk_sdpa_causal_group(2ll * 65536 * 128 * 2, 96), 8);       /* 32 MB a head: at least 8 */
+    assert_int_equal(tk_sdpa_causal_group(2ll * 65536 * 128 * 2, 5), 5);
+    const int heads[] = {1, 7, 8, 40, 96}, nqs[] = {1, 3, 64}, groups[] = {1, 3, 8, 16, 200};
+    for (size_t a = 0; a < sizeof heads / sizeof *heads; a++)
+        for (size_t b = 0; b < sizeof nqs / sizeof *nqs; b++)
+            for (size_t c = 0; c < sizeof groups / sizeof *groups; c++) {
+                int nh = heads[a], nq = nqs[b], group = groups[c] < nh ? groups[c] : nh;
+                unsigned char *seen = calloc((size_t)(nh * nq), 1);
+                int *last = malloc(sizeof(int) * (size_t)nh);
+                assert_non_null(seen);
+                assert_non_null(last);
+                for (int h = 0; h < nh; h++)
+                    last[h] = nq;
+                for (int lin = 0; lin < nh * nq; lin++) {
+                    int h = -1, q = -1;
+                    tk_sdpa_causal_block(lin, nh, nq, group, &h, &q);
+                    assert_true(h >= 0 && h < nh && q >= 0 && q < nq);
+                    assert_int_equal(seen[h * nq + q], 0);
+                    seen[h * nq + q] = 1;
+                    assert_true(q < last[h]); /* a head's blocks come longest first */
+                    last[h] = q;
+                    assert_int_equal(h / group, lin / (group * nq)); /* its group's blocks together */
+                }
+                free(seen);
+                free(last);
+            }
+}
+
 #define CPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_cpu, teardown_cpu)
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(half__every_bf16_and_f16_survives_a_round_trip_through_float),
+        cmocka_unit_test(grid__causal_attention_blocks_cover_the_grid_once_longest_first),
         cmocka_unit_test(half__widening_gives_the_exact_values),
         cmocka_unit_test(half__bf16_rounds_to_nearest_even),
         cmocka_unit_test(half__f16_rounds_to_nearest_even_with_subnormals_and_overflow),
