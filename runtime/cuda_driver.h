@@ -169,7 +169,22 @@ typedef struct tk_cu_device {
     CUmodule signal_mod;
     CUfunction signal_fn;
     int signal_fn_state;
+    /* cuda.c: the launcher, where several sessions launch graphs on this GPU (started on first
+       need, never stopped) */
+    struct tk_cu_launcher *launcher;
+    int nsignals; /* contexts with an end-of-graph signal (sessions); under lock */
 } tk_cu_device;
+
+/* A context's request to the device's launcher thread (cuda.c): req 1 while a graph waits to be
+ * launched (set by the context's thread, cleared by the launcher once cuGraphLaunch returned);
+ * result the launch's outcome. */
+typedef struct tk_cu_launch_slot {
+    CUgraphExec exec;
+    CUstream stream;
+    int req;
+    CUresult result;
+    struct tk_cu_launch_slot *next; /* the launcher's list, under its lock */
+} tk_cu_launch_slot;
 
 /* The end-of-graph signal of a context (cuda.c): a word of host memory the GPU can write and a
  * launch counter in device memory. A graph that will replay on the context ends with a one-thread
@@ -192,6 +207,8 @@ struct tk_cuda_ctx {
     const tk_cu_signal *capture_signal; /* the signal the capture under way on stream ends with */
     unsigned launched;    /* signalled launches queued so far (the launching thread's) */
     int armed;            /* the last work queued is a signalled launch: tk_cuda_sync spins on it */
+    tk_cu_launch_slot slot; /* graphs launched by the device's launcher thread (registered with it) */
+    int slot_registered;
 };
 
 /* ctx's device, with its primary context made current on the calling thread (driver calls

@@ -166,6 +166,9 @@ int tk_cuda_graph_launch(tk_ctx *ctx, void *exec);
  * (1: the last work queued is a signalled launch), with the launches counted so far and the count
  * the GPU has written back. */
 int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen);
+/* For tests: whether ctx's graphs have gone through the device's launcher thread (cuda.c: used
+ * where two sessions or more have graphs on the GPU, or with TK_LAUNCHER=1). */
+int tk_cuda_launcher_used(tk_ctx *ctx);
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec);
 /* Device events for per-node profiles: recorded on ctx's stream; elapsed_us waits for end. */
 int tk_cuda_event_new(tk_ctx *ctx, void **ev);

@@ -720,18 +720,24 @@ static void gpu__bound_buffers_replay_direct_graphs_for_every_shape(void **state
 /* A replay's tk_ctx_sync spins on the graph's end-of-graph signal instead of synchronizing the
  * stream: armed by the launch, disarmed by any later work, and once it returns the GPU has counted
  * every launch (a wait that returned early would leave the count behind: the graph takes
- * microseconds after its launch returns). */
-static void gpu__a_replay_is_waited_for_on_its_end_of_graph_signal(void **state)
+ * microseconds after its launch returns). With a second session on the GPU the launches go
+ * through the device's launcher thread: work queued after one (a copy of its output) still runs
+ * after it. */
+static void signal_waits(int second_session)
 {
-    (void)state;
-    const char *env = getenv("TK_GRAPH_SIGNAL");
+    const char *env = getenv("TK_GRAPH_SIGNAL"), *lenv = getenv("TK_LAUNCHER");
     int off = env && !strcmp(env, "0");
+    int launcher = second_session ? !(lenv && !strcmp(lenv, "0")) : lenv && !strcmp(lenv, "1");
     fixture fx;
-    tk_session *s;
+    tk_session *s, *other = NULL;
     tk_exec_stats st;
     fixture_init(&fx);
     tk_session_options o = TK_SESSION_OPTIONS_INIT;
     o.prefill = TK_PREFILL_NOW;
+    if (second_session) { /* its graphs give the GPU a second signalled session */
+        tk_assert_ok(tk_exec_session_new(&other, fx.p, GPU, &o));
+        assert_int_equal(tk_session_wait_ready(other), 1);
+    }
     tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, &o));
     tk_ctx *ctx = tk_session_ctx(s);
     const int64_t ishape[] = {TP_MAX_BATCH, TP_IN}, oshape[] = {TP_MAX_BATCH, TP_OUT};
@@ -771,18 +777,39 @@ static void gpu__a_replay_is_waited_for_on_its_end_of_graph_signal(void **state)
         assert_int_equal(seen, launched);
         tk_tensor *y = to_host(ctx, &ov[0]), *h = to_host(ctx, &ov[1]);
         tp_check(x, y, h);
+        if (i % 4 == 3) { /* the copy ran after the graph: this call's output, not the last one's */
+            tk_tensor sv, *sh;
+            tk_tensor_view_init(&sv, GPU, TK_F32, 2, os, tk_tensor_data(spare));
+            sh = to_host(ctx, &sv);
+            assert_memory_equal(tk_tensor_data(sh), tk_tensor_data(y), (size_t)(b * TP_OUT) * sizeof(float));
+            tk_tensor_free(sh);
+        }
         tk_tensor_free(y);
         tk_tensor_free(h);
         tk_tensor_free(x);
     }
     if (!off)
         assert_true(launched >= 40);
+    assert_int_equal(tk_cuda_launcher_used(ctx), !off && launcher);
     tk_tensor_free(xbuf);
     tk_tensor_free(spare);
     tk_tensor_free(obuf[0]);
     tk_tensor_free(obuf[1]);
     tk_session_free(s);
+    tk_session_free(other);
     fixture_release(&fx);
+}
+
+static void gpu__a_replay_is_waited_for_on_its_end_of_graph_signal(void **state)
+{
+    (void)state;
+    signal_waits(0);
+}
+
+static void gpu__two_sessions_hand_their_replays_to_the_launcher(void **state)
+{
+    (void)state;
+    signal_waits(1);
 }
 
 /* Every message, DEBUG included (a capture that failed says why), on stderr. */
@@ -806,6 +833,7 @@ int main(void)
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
         cmocka_unit_test(gpu__a_replay_is_waited_for_on_its_end_of_graph_signal),
+        cmocka_unit_test(gpu__two_sessions_hand_their_replays_to_the_launcher),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
         cmocka_unit_test(gpu__layout_views_stay_correct_through_graphs),
         cmocka_unit_test(gpu__output_views_are_written_in_place_by_graphs),

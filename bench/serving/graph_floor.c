@@ -11,8 +11,9 @@
  * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
  *
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
- *               [--set-current] [--json F]                                        (--poll: --wait poll)
- * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. */
+ *               [--set-current] [--launcher] [--json F]                           (--poll: --wait poll)
+ * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. --launcher (with --wait flag
+ * or kflag): one more thread makes every launch, on the workers' requests. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
@@ -80,7 +81,37 @@ typedef struct worker {
     pthread_t th;
     pthread_barrier_t *start;
     double t0, t1;
+    /* --launcher: the graph and stream the launcher thread launches on this worker's request */
+    CUgraphExec ge;
+    CUstream s;
+    int ready, req;
 } worker;
+
+/* --launcher: one thread makes every cuGraphLaunch, for the workers that ask (each then spins on
+ * its graph's host word): no two threads ever in the driver at once */
+static int g_launcher;
+static worker *g_workers;
+static int g_nworkers, g_stop;
+
+static void *launcher(void *arg)
+{
+    (void)arg;
+    CK(p_cuCtxSetCurrent(g_ctx));
+    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE)) {
+        int any = 0;
+        for (int i = 0; i < g_nworkers; i++) {
+            worker *w = &g_workers[i];
+            if (__atomic_load_n(&w->ready, __ATOMIC_ACQUIRE) && __atomic_load_n(&w->req, __ATOMIC_ACQUIRE)) {
+                CK(p_cuGraphLaunch(w->ge, w->s));
+                __atomic_store_n(&w->req, 0, __ATOMIC_RELEASE);
+                any = 1;
+            }
+        }
+        if (!any)
+            __builtin_ia32_pause();
+    }
+    return NULL;
+}
 
 static void wait_stream(CUstream s, volatile unsigned *flag)
 {
@@ -97,8 +128,15 @@ static void wait_stream(CUstream s, volatile unsigned *flag)
     }
 }
 
-static void launch(CUgraphExec ge, CUstream s, volatile unsigned *flag)
+static void launch(worker *w, CUgraphExec ge, CUstream s, volatile unsigned *flag)
 {
+    if (g_launcher) {
+        while (__atomic_load_n(&w->req, __ATOMIC_ACQUIRE)) /* the last request taken */
+            __builtin_ia32_pause();
+        __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
+        __atomic_store_n(&w->req, 1, __ATOMIC_RELEASE);
+        return;
+    }
     if (g_set_current) /* as libtkrt does before each driver call: the context made current */
         CK(p_cuCtxSetCurrent(g_ctx));
     if (flag)
@@ -137,14 +175,16 @@ static void *work(void *arg)
     CK(p_cuStreamEndCapture(s, &g));
     CK(p_cuGraphInstantiateWithFlags(&ge, g, 0));
     CK(p_cuGraphUpload(ge, s));
+    w->ge = ge, w->s = s;
+    __atomic_store_n(&w->ready, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < g_warmup; i++) {
-        launch(ge, s, flag);
+        launch(w, ge, s, flag);
         wait_stream(s, flag);
     }
     pthread_barrier_wait(w->start);
     w->t0 = now_s();
     for (int i = 0; i < g_calls; i++) {
-        launch(ge, s, flag);
+        launch(w, ge, s, flag);
         wait_stream(s, flag);
     }
     CK(p_cuStreamSynchronize(s));
@@ -156,8 +196,15 @@ static void *work(void *arg)
 static double run(int n)
 {
     worker w[64];
+    pthread_t lt;
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)n);
+    memset(w, 0, sizeof w);
+    if (g_launcher) {
+        g_workers = w, g_nworkers = n, g_stop = 0;
+        if (pthread_create(&lt, NULL, launcher, NULL))
+            exit(1);
+    }
     for (int i = 0; i < n; i++) {
         w[i].start = &start;
         if (pthread_create(&w[i].th, NULL, work, &w[i]))
@@ -168,6 +215,10 @@ static double run(int n)
         pthread_join(w[i].th, NULL);
         t0 = w[i].t0 < t0 ? w[i].t0 : t0;
         t1 = w[i].t1 > t1 ? w[i].t1 : t1;
+    }
+    if (g_launcher) {
+        __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+        pthread_join(lt, NULL);
     }
     pthread_barrier_destroy(&start);
     return (double)n * g_calls / (t1 - t0);
@@ -185,6 +236,8 @@ int main(int argc, char **argv)
             g_warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
             g_kernels = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--launcher"))
+            g_launcher = 1;
         else if (!strcmp(argv[i], "--set-current"))
             g_set_current = 1;
         else if (!strcmp(argv[i], "--poll"))
@@ -205,12 +258,16 @@ int main(int argc, char **argv)
         else {
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
-                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
+                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
     }
     if (g_calls < 1 || g_kernels < 1 || g_kernels > 64 || g_warmup < 0) {
         fprintf(stderr, "graph_floor: --calls and --kernels (at most 64) must be at least 1\n");
+        return 2;
+    }
+    if (g_launcher && g_wait < WAIT_FLAG) {
+        fprintf(stderr, "graph_floor: --launcher needs --wait flag or kflag (the workers spin on their graph's word)\n");
         return 2;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -240,7 +297,8 @@ int main(int argc, char **argv)
     }
     static const char *const wait_text[] = {"cuStreamSynchronize", "cuStreamQuery polling",
                                             "a host flag set by a write-value node", "a host flag set by a kernel"};
-    printf("graph of %d empty kernels, launch + %s, %d calls per thread\n", g_kernels, wait_text[g_wait], g_calls);
+    printf("graph of %d empty kernels, launch%s + %s, %d calls per thread\n", g_kernels,
+           g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
     printf("threads  calls/s    us/call/thread  x one thread\n");
     if (jf)
         fprintf(jf, "{\"kernels\": %d, \"wait\": \"%s\", \"calls\": %d, \"rows\": [", g_kernels, wait_names[g_wait],
