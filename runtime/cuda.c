@@ -264,15 +264,17 @@ void tk_cuda_ctx_release(tk_ctx *ctx)
 {
     if (!ctx || !ctx->cuda)
         return;
+    /* a replay the launcher has yet to launch goes on the stream first (a failure of its launch is
+       no one's to hear now), and the launcher forgets this context */
+    if (slot_settle(ctx->cuda))
+        tk_error_clear();
+    if (ctx->cuda->slot_registered)
+        launcher_forget(ctx->cuda);
     /* cuBLASLt's workspace waits for the stream; work still queued completes first:
        cuStreamDestroy releases the stream afterwards */
     tk_cublaslt_ctx_release(ctx);
     if (tk_cu.CtxSetCurrent(ctx->cuda->dev->pctx) == CUDA_SUCCESS) {
         tk_cu_signal *sg = ctx->cuda->signal;
-        slot_settle(ctx->cuda);
-        tk_error_clear(); /* a launch failure no one waited for: the context goes anyway */
-        if (ctx->cuda->slot_registered)
-            launcher_forget(ctx->cuda);
         if (sg) { /* the graphs that write it ran to their end first */
             __atomic_sub_fetch(&ctx->cuda->dev->nsignals, 1, __ATOMIC_RELAXED);
             cuStreamSynchronize(ctx->cuda->stream);
