@@ -596,8 +596,9 @@ static int wait_signal(tk_ctx *ctx)
  * make 2.6x to 2.8x the launches of one). Where a GPU has two sessions or more, their signalled
  * graphs are launched by one thread of the device's, which the sessions' threads hand them to
  * through a slot each (a store, and the launcher's own spin): 3.4x to 3.65x for the bare driver's
- * 4 threads (use_launcher says when). It spins while there is work and sleeps after about 200 us without any. Each session's
- * thread then waits on the graph's signal as before. $TK_LAUNCHER=0 never uses it, =1 always. */
+ * 4 threads (use_launcher says when). It spins while there is work and sleeps after about 200 us
+ * without any. Each session's thread then waits on the graph's signal as before. $TK_LAUNCHER=0
+ * never uses it, =1 always. */
 typedef struct tk_cu_launcher {
     pthread_mutex_t lock; /* slots and sleeping's wake-up */
     pthread_cond_t cond;
