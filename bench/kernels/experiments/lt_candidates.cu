@@ -1,10 +1,10 @@
 /* lt_candidates: cuBLASLt's own candidates for tk::linear's products, each timed. Not tkexport
  * code: an experiment on cuBLASLt itself, to see how far its heuristic's first pick (what
- * kernels/linear.c takes) is from the fastest of its candidates (32 asked for; it gave 6 to 8 on an
- * H200; bench/serving/README.md, 2026-11-26). The same layouts as kernels/linear.c (W [N, K] as op T, x [M, K], y [M, N], f32
- * compute), epilogue BIAS or GELU_BIAS, the residual as C with beta 1 where asked; each candidate
- * timed as a CUDA graph of 20 back-to-back calls, the median of 7 replays. Built by hand, run on a
- * GPU machine:
+ * kernels/linear.c takes) is from the fastest of its candidates (32 asked for; it gave 6 to 8 on
+ * an H200; bench/serving/README.md, 2026-11-26). The same layouts as kernels/linear.c (W [N, K] as
+ * op T, x [M, K], y [M, N], f32 compute), epilogue BIAS or GELU_BIAS, the residual as C with beta 1
+ * where asked; each candidate timed as a CUDA graph of 20 back-to-back calls, the median of 7
+ * replays. Built by hand, run on a GPU machine:
  *
  *   nvcc -O2 -std=c++17 -o lt_candidates bench/kernels/experiments/lt_candidates.cu -lcublasLt
  *   ./lt_candidates M,N,K,gelu,residual ...      e.g. 8192,512,128,1,0 8192,128,512,0,1
