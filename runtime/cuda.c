@@ -218,6 +218,13 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* until the launcher has taken c's pending graph (cuda.c's launcher section) */
+static void slot_wait(tk_cuda_ctx *c)
+{
+    while (__atomic_load_n(&c->slot.req, __ATOMIC_ACQUIRE))
+        cpu_relax();
+}
+
 static int slot_settle(tk_cuda_ctx *c);
 
 int tk_cu_enter(tk_ctx *ctx, tk_cu_device **dev)
@@ -396,9 +403,8 @@ void *tk_cuda_stream(tk_ctx *ctx)
 {
     if (!ctx || !ctx->cuda)
         return NULL;
-    while (__atomic_load_n(&ctx->cuda->slot.req, __ATOMIC_ACQUIRE)) /* the launcher's launch goes first */
-        cpu_relax();
-    ctx->cuda->armed = 0; /* the caller may queue work on it */
+    slot_wait(ctx->cuda); /* the launcher's launch goes first */
+    ctx->cuda->armed = 0;  /* the caller may queue work on it */
     return (void *)ctx->cuda->stream;
 }
 
@@ -714,8 +720,7 @@ static void launcher_forget(tk_cuda_ctx *c)
  * graph never ran: it does not count). */
 static int slot_settle(tk_cuda_ctx *c)
 {
-    while (__atomic_load_n(&c->slot.req, __ATOMIC_ACQUIRE))
-        cpu_relax();
+    slot_wait(c);
     CUresult r = c->slot.result;
     if (r == CUDA_SUCCESS)
         return 0;

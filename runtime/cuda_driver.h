@@ -172,7 +172,7 @@ typedef struct tk_cu_device {
     /* cuda.c: the launcher, where several sessions launch graphs on this GPU (started on first
        need, never stopped) */
     struct tk_cu_launcher *launcher;
-    int nsignals; /* contexts with an end-of-graph signal (sessions); under lock */
+    int nsignals; /* contexts with an end-of-graph signal (sessions); atomic */
 } tk_cu_device;
 
 /* A context's request to the device's launcher thread (cuda.c): req 1 while a graph waits to be

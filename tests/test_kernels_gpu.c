@@ -713,14 +713,12 @@ static void gpu__row_ops_match_the_reference(void **state)
 #define SDPA_RTOL(dt) ((dt) == TK_F32 ? 1e-4 : (dt) == TK_F16 ? 1e-2 : 3e-2)
 #define SDPA_ATOL(dt) ((dt) == TK_F32 ? 1e-5 : (dt) == TK_F16 ? 2e-3 : 1e-2)
 
-/* Scores that climb (ramp > 0) or fall (ramp < 0) along the keys: element 0 of every q row is 1
- * and of key j's k row ramp * j, so a row's maximum moves by far more than a tile's scores spread
+/* q [B, H, S, D] (or [B, S, H*D] with heads), k and v with Sk keys: GPU against the CPU.
+ * With a ramp, scores that climb (ramp > 0) or fall (ramp < 0) along the keys: element 0 of every
+ * q row is 1 and of key j's k row ramp * j / 8, so a row's maximum moves by far more than a tile's scores spread
  * (the kernel's running maximum then moves tile after tile, or never after the first). */
-static int64_t g_sdpa_ramp;
-
-/* q [B, H, S, D] (or [B, S, H*D] with heads), k and v with Sk keys: GPU against the CPU. */
-static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S, int64_t Sk, int64_t D, int causal,
-                       int heads_layout)
+static void check_sdpa_ramped(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S, int64_t Sk, int64_t D,
+                              int causal, int heads_layout, int64_t ramp)
 {
     int64_t sq[4] = {B, H, S, D}, skv[4] = {B, H, Sk, D}, sq3[3] = {B, S, H * D}, skv3[3] = {B, Sk, H * D};
     int rank = heads_layout ? 3 : 4;
@@ -729,9 +727,9 @@ static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S,
     tk_tensor *d[3];
     for (int i = 0; i < 3; i++) {
         fill(h[i], -2.0f, 2.0f);
-        if (g_sdpa_ramp && i < 2) /* [B, H, S, D] only: rows of D values one after the other */
+        if (ramp && i < 2) /* [B, H, S, D] only: rows of D values one after the other */
             for (int64_t r = 0; r < tk_numel(h[i]) / D; r++)
-                set_at(h[i], r * D, i == 0 ? 1.0f : (float)(g_sdpa_ramp * (r % Sk)) / 8.0f);
+                set_at(h[i], r * D, i == 0 ? 1.0f : (float)(ramp * (r % Sk)) / 8.0f);
         d[i] = upload(f, h[i]);
     }
     int64_t heads = heads_layout ? H : 0;
@@ -744,11 +742,17 @@ static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S,
     char what[192];
     snprintf(what, sizeof what, "tk::sdpa %s B=%lld H=%lld S=%lld Sk=%lld D=%lld%s%s ramp %lld/8", tk_dtype_name(dt),
              (long long)B, (long long)H, (long long)S, (long long)Sk, (long long)D, causal ? " causal" : "",
-             heads_layout ? " [B, S, H*D]" : "", (long long)g_sdpa_ramp);
+             heads_layout ? " [B, S, H*D]" : "", (long long)ramp);
     assert_close(what, got, ref, SDPA_RTOL(dt), SDPA_ATOL(dt));
     tk_tensor *free_list[] = {h[0], h[1], h[2], d[0], d[1], d[2], ref, dy, got};
     for (size_t i = 0; i < sizeof free_list / sizeof *free_list; i++)
         tk_tensor_free(free_list[i]);
+}
+
+static void check_sdpa(fixture *f, tk_dtype dt, int64_t B, int64_t H, int64_t S, int64_t Sk, int64_t D, int causal,
+                       int heads_layout)
+{
+    check_sdpa_ramped(f, dt, B, H, S, Sk, D, causal, heads_layout, 0);
 }
 
 /* qkv [B, S, 3*H*D] packed: GPU tk::sdpa_qkv against the CPU's */
@@ -786,13 +790,12 @@ static void gpu__sdpa_matches_the_reference(void **state)
             check_sdpa(f, dt, 1, 88, 257, 257, 64, causal, 0);  /* 5 blocks of 64 queries, the last of 1 */
             check_sdpa(f, dt, 1, 2, 40, 40, 32, causal, 0);     /* D 32: the row kernel */
             check_sdpa(f, dt, 1, 1, 1, 1, 64, causal, 0);       /* one query, one key */
-            for (g_sdpa_ramp = -8; g_sdpa_ramp <= 8; g_sdpa_ramp += 4) { /* maxima that move, or never */
-                if (!g_sdpa_ramp)
+            for (int64_t ramp = -8; ramp <= 8; ramp += 4) { /* maxima that move, or never */
+                if (!ramp)
                     continue;
-                check_sdpa(f, dt, 1, 2, 300, 300, 64, causal, 0);
-                check_sdpa(f, dt, 1, 2, 200, 260, 128, causal, 0);
+                check_sdpa_ramped(f, dt, 1, 2, 300, 300, 64, causal, 0, ramp);
+                check_sdpa_ramped(f, dt, 1, 2, 200, 260, 128, causal, 0, ramp);
             }
-            g_sdpa_ramp = 0;
             check_sdpa_qkv(f, dt, 2, 12, 77, 64, causal);        /* packed: GPT-2's heads, a partial tile */
             check_sdpa_qkv(f, dt, 1, 2, 70, 128, causal);        /* packed, D 128 */
             check_sdpa_qkv(f, dt, 1, 3, 40, 32, causal);         /* packed, the row kernel */

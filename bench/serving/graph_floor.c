@@ -128,7 +128,7 @@ static void wait_stream(CUstream s, volatile unsigned *flag)
     }
 }
 
-static void launch(worker *w, CUgraphExec ge, CUstream s, volatile unsigned *flag)
+static void launch(worker *w, volatile unsigned *flag)
 {
     if (g_launcher) {
         while (__atomic_load_n(&w->req, __ATOMIC_ACQUIRE)) /* the last request taken */
@@ -141,7 +141,7 @@ static void launch(worker *w, CUgraphExec ge, CUstream s, volatile unsigned *fla
         CK(p_cuCtxSetCurrent(g_ctx));
     if (flag)
         __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
-    CK(p_cuGraphLaunch(ge, s));
+    CK(p_cuGraphLaunch(w->ge, w->s));
 }
 
 static void *work(void *arg)
@@ -178,13 +178,13 @@ static void *work(void *arg)
     w->ge = ge, w->s = s;
     __atomic_store_n(&w->ready, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < g_warmup; i++) {
-        launch(w, ge, s, flag);
+        launch(w, flag);
         wait_stream(s, flag);
     }
     pthread_barrier_wait(w->start);
     w->t0 = now_s();
     for (int i = 0; i < g_calls; i++) {
-        launch(w, ge, s, flag);
+        launch(w, flag);
         wait_stream(s, flag);
     }
     CK(p_cuStreamSynchronize(s));
@@ -258,7 +258,8 @@ int main(int argc, char **argv)
         else {
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
-                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--json F]\n", help ? "" : "graph_floor: unknown or incomplete option\n");
+                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--json F]\n",
+                    help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
     }
@@ -267,7 +268,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (g_launcher && g_wait < WAIT_FLAG) {
-        fprintf(stderr, "graph_floor: --launcher needs --wait flag or kflag (the workers spin on their graph's word)\n");
+        fprintf(stderr, "graph_floor: --launcher needs --wait flag or kflag (the workers spin on their graph's "
+                        "word)\n");
         return 2;
     }
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
