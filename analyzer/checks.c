@@ -77,9 +77,11 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
     const cJSON *params = cJSON_GetObjectItemCaseSensitive(kdef, "params");
     int na = cJSON_GetArraySize(args), np = cJSON_GetArraySize(params);
     int line = tk_json_int(launch, "line", 0), col = tk_json_int(launch, "col", 1), ecol = tk_json_int(launch, "ecol", 0);
+    int shared = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(launch, "shared")); /* tk_wrap_shared */
+    const char *wrap = shared ? "tk_wrap_shared" : "tk_wrap";
     if (na != np) {
         tk_diag_add(diags, file, line, col, ecol, "error", "tk-arg-mismatch",
-                    "tk_wrap passes %d argument%s to kernel '%s', which takes %d", na, na == 1 ? "" : "s", kernel, np);
+                    "%s passes %d argument%s to kernel '%s', which takes %d", wrap, na, na == 1 ? "" : "s", kernel, np);
         return;
     }
     for (int i = 0; i < na; i++) {
@@ -97,13 +99,15 @@ void tk_check_launch(cJSON *diags, const char *file, const cJSON *launch, const 
             bad = "kind";
         else if (((a_int && p_int) || (a_flt && p_flt) || !strcmp(pk, "other")) && as != ps && as && ps)
             bad = "size";
-        /* numbered as the user counts tk_wrap's arguments: ctx, kernel, grid and block come first */
+        /* numbered as the user counts the wrap's arguments: ctx, kernel, grid and block (and
+         * tk_wrap_shared's bytes) come first */
         const char *what = describe(ak, as);
         if (bad)
             tk_diag_add(diags, file, aline, acol, aecol, "error", "tk-arg-mismatch",
-                        "tk_wrap's argument %d (the kernel's argument %d) is %s %s, but parameter '%s' of kernel '%s' "
+                        "%s's argument %d (the kernel's argument %d) is %s %s, but parameter '%s' of kernel '%s' "
                         "is '%s'%s",
-                        i + 5, i + 1, article(what), what, tk_json_str(p, "name", ""), kernel, tk_json_str(p, "type", ""),
+                        wrap, i + 5 + shared, i + 1, article(what), what, tk_json_str(p, "name", ""), kernel,
+                        tk_json_str(p, "type", ""),
                         p_ptr && !a_ptr ? " (pass a tensor)" : "");
     }
 }

@@ -940,9 +940,15 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
      * own spelling is the callee's name */
     char *name = str_take(clang_getCursorSpelling(clang_Cursor_isNull(ref) ? c : ref));
     int nargs = clang_Cursor_getNumArguments(c);
-    int cxx_wrap = strcmp(name, "tk__wrap") == 0; /* tk_wrap in C++ (op.h) */
-    if ((strcmp(name, "tk_wrap_launch") == 0 && nargs >= 2) || (cxx_wrap && nargs >= 4)) {
+    /* tk_wrap and tk_wrap_shared: in C the boxed arguments are the array after nargs; in C++
+     * (op.h's templates) they follow the fixed parameters */
+    int shared = strcmp(name, "tk_wrap_launch_shared") == 0 || strcmp(name, "tk__wrap_shared") == 0;
+    int cxx_wrap = strcmp(name, "tk__wrap") == 0 || strcmp(name, "tk__wrap_shared") == 0;
+    if (((strcmp(name, "tk_wrap_launch") == 0 || strcmp(name, "tk_wrap_launch_shared") == 0) && nargs >= 2) ||
+        (cxx_wrap && nargs >= 4 + shared)) {
         cJSON *l = pos_obj(c);
+        if (shared)
+            cJSON_AddTrueToObject(l, "shared");
         CXCursor karg = clang_Cursor_getArgument(c, 1);
         cJSON_AddItemToObject(l, "k", conv(fs, karg, 0));
         cJSON *kpos = cJSON_AddObjectToObject(l, "kpos"); /* where the kernel expression is written */
@@ -950,11 +956,11 @@ static void record_call(fnstate *fs, CXCursor c, CXCursor parent)
         add_range(kpos, kuser, clang_File_isEqual(fs->x->curf, spelling_file(kuser)));
         cJSON *args = cJSON_AddArrayToObject(l, "args");
         if (cxx_wrap) {
-            for (int i = 4; i < nargs; i++)
+            for (int i = 4 + shared; i < nargs; i++)
                 add_arg(fs, args, clang_Cursor_getArgument(c, (unsigned)i), clang_getCursorType(clang_Cursor_getArgument(c, (unsigned)i)));
-        } else if (nargs >= 6) {
+        } else if (nargs >= 6 + shared) {
             void *ctx[2] = {fs, args};
-            clang_visitChildren(clang_Cursor_getArgument(c, 5), box_arg, ctx);
+            clang_visitChildren(clang_Cursor_getArgument(c, (unsigned)(5 + shared)), box_arg, ctx);
         }
         cJSON_AddItemToArray(fs->launches, l);
     } else if ((strcmp(name, "tk_call_op") == 0 || strcmp(name, "tk_call_op_at") == 0 ||

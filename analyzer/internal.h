@@ -6,8 +6,8 @@
  *    "kernels":[{name,line,params:[{name,type,kind,size}],writes:[index]}], TK_KERNEL definitions
  *    "handles":[{name,line}],                                            TK_KERNEL_DECL
  *    "funcs":[{usr,name,line,static,op?,schema?,params:[names],
- *              launches:[{line,col,ecol,k:EXPR,kpos:{line,col,ecol},args:[{kind,size,line,col,ecol,e?:EXPR}]}],
- *                                                                        tk_wrap sites
+ *              launches:[{line,col,ecol,shared?:true,k:EXPR,kpos:{line,col,ecol},
+ *                         args:[{kind,size,line,col,ecol,e?:EXPR}]}],   tk_wrap (tk_wrap_shared) sites
  *              calls:[{line,col,f:EXPR,a:[EXPR]}],                       other calls
  *              opcalls:[{line,col,name|null}],                           tk_call sites
  *              rets:[EXPR], locals:{id:[EXPR]}, raw:[{line,col,kind,kernel}],
@@ -33,7 +33,7 @@
 #include "map.h"
 #include "schema.h"
 
-#define TK_SUMMARY_VERSION 6
+#define TK_SUMMARY_VERSION 7
 
 /* Where the analyzer finds its own headers, its CUDA shim folder and the CUDA toolkit. */
 typedef struct tk_env {

@@ -3,22 +3,25 @@
  * head dim contiguous), so that the op takes PyTorch's [B, H, S, D] and the [B, S, H*D] a linear
  * makes alike. Its CPU reference is in attention_ref.c.
  *
- * tk_sdpa_flash_<dtype>_d<D> (f16, bf16; D 64 or 128; sm_80 and later): the
- * FlashAttention-2 form on tensor cores with float accumulators. A block of 4 warps takes 64 query
- * rows of one (batch, head) and walks the keys in tiles of 64. Per tile: s = q k^T in registers;
+ * tk_sdpa_flash_<dtype>_d<D>[_q128] (f16, bf16; D 64 or 128; sm_80 and later): the
+ * FlashAttention-2 form on tensor cores with float accumulators. A block of 4 warps (a warpgroup)
+ * takes 64 query rows of one (batch, head), or with _q128 two warpgroups take 128 rows and read
+ * each tile of k and v once for both (long sequences, which are bound by what comes through L2:
+ * tk_sdpa_warpgroups in attention_grid.h chooses), and walks the keys in tiles of 64. The tiles
+ * are in shared memory, static where they fit in 48 KiB, else dynamic (D 128 with two warpgroups:
+ * 65 KiB, which tk_wrap_shared asks for). Per tile: s = q k^T in registers;
  * the online softmax (each row's running max and sum; exponentials in base 2, the scale folded
  * into an fma; the max a row's exponentials are taken against moves only when the tile's scores
  * pass it by 2^8 in p, and a warp whose rows did not move skips rescaling its accumulators); p
  * rounded to 16 bits straight from the score accumulators into the operand layout (no trip
  * through shared memory); o += p v. k and v come in with cp.async into tiles whose 16-byte chunks
  * are swizzled (chunk ^ row % 8, blocks of 64 columns): at D 64 double-buffered (the next tile's
- * while this one is computed; 40 KiB with q), at D 128 one tile each (48 KiB with q, the static
- * limit without opting in), the next k coming in while this tile's p v runs and the next v while
- * the next scores are computed. Causal blocks stop at the diagonal and mask only the tiles that
- * cross it; the longest blocks start first, over every head or over groups of heads whose k and v
- * fit in L2 together (attention_grid.h). Two forms of the products,
- * chosen when the cubin is compiled:
- *   - sm_90a (H100, H200): wgmma, the 4 warps as one warpgroup, q and k (and v, transposed by the
+ * while this one is computed), at D 128 one tile each (four blocks of one warpgroup on an SM), the
+ * next k coming in while this tile's p v runs and the next v while the next scores are computed.
+ * Causal blocks stop at the diagonal and mask only the tiles that cross it; the longest blocks
+ * start first, over every head or over groups of heads whose k and v fit in L2 together
+ * (attention_grid.h). Two forms of the products, chosen when the cubin is compiled:
+ *   - sm_90a (H100, H200): wgmma, each warpgroup its 64 rows, q and k (and v, transposed by the
  *     instruction) read by the tensor cores straight from the swizzled tiles, p from registers;
  *   - otherwise mma.sync m16n8k16, operands read with ldmatrix (.trans for v).
  * The fragment layouts are the same in both, so the softmax between them is shared.
@@ -35,7 +38,7 @@
 
 namespace {
 
-constexpr int kThreads = 128, BR = 64; /* a block: 4 warps, 64 queries */
+constexpr int kThreads = 128; /* a warpgroup; the row kernel's block */
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLazy = 8.0f; /* log2 of how far p may exceed 1 before the running maximum moves */
 
@@ -106,14 +109,14 @@ __device__ __forceinline__ int swz(int row, int chunk)
     return (chunk >> 3) * ROWS * 64 + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
 }
 
-/* rows j0 .. j0 + ROWS - 1 of src (row pitch stride) into a swizzled tile, zeros from row n on.
- * A thread copies chunk c of rows r, r + STEP, ...: one address computed, then constant steps in
- * both memories (STEP a multiple of 8 rows keeps the swizzle of its chunk). */
-template <typename T, int D, int ROWS>
+/* rows j0 .. j0 + ROWS - 1 of src (row pitch stride) into a swizzled tile, zeros from row n on, by
+ * the block's NTH threads. A thread copies chunk c of rows r, r + STEP, ...: one address computed,
+ * then constant steps in both memories (STEP a multiple of 8 rows keeps the swizzle of its chunk). */
+template <typename T, int D, int ROWS, int NTH>
 __device__ __forceinline__ void load_tile(T *dst, const T *src, long long stride, int j0, int n)
 {
-    constexpr int CPR = D / 8, STEP = kThreads / CPR;
-    static_assert(kThreads % CPR == 0 && ROWS % STEP == 0 && STEP % 8 == 0, "a thread's chunks not 8 rows apart");
+    constexpr int CPR = D / 8, STEP = NTH / CPR;
+    static_assert(NTH % CPR == 0 && ROWS % STEP == 0 && STEP % 8 == 0, "a thread's chunks not 8 rows apart");
     const int r = threadIdx.x / CPR, c = threadIdx.x % CPR;
     const T *g = src + (long long)(j0 + r) * stride + c * 8;
     const long long gstep = (long long)STEP * stride;
@@ -139,7 +142,9 @@ __device__ __forceinline__ float (&flat(float (&a)[N / 4][4]))[N]
     return *reinterpret_cast<float(*)[N]>(&a[0][0]);
 }
 
-template <typename T, int D, int BC>
+extern __shared__ unsigned char tk_sdpa_smem[]; /* TK_SDPA_DYNAMIC(D, WG) bytes, where not 0 */
+
+template <typename T, int D, int BC, int WG>
 __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
                                            T *__restrict__ o, int H, int S, int Sk, strides sq, strides sk, strides sv,
                                            strides so, float scale, int causal)
@@ -147,17 +152,28 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
     __trap(); /* cp.async and bf16 mma need sm_80; the op does not launch this kernel there */
 #else
+    constexpr int NTH = kThreads * WG, BR = 64 * WG; /* WG warpgroups, 64 queries each */
     constexpr int NT = BC / 8, DT = D / 8; /* score and output n-tiles (8 columns) */
-    /* Two tiles of each of k and v where they fit with q in 48 KiB (one read, the next coming in);
-     * else one of each, k's next tile coming in while this tile's v is read and v's while the
-     * next scores are computed. */
-    constexpr int NBUF = (BR + 4 * BC) * D * (int)sizeof(T) <= 48 * 1024 ? 2 : 1;
-    static_assert((BR + 2 * NBUF * BC) * D * (int)sizeof(T) <= 48 * 1024, "tiles past 48 KiB of shared memory");
-    __shared__ __align__(1024) T sQ[BR * D];
-    __shared__ __align__(1024) T sK[NBUF][BC * D];
-    __shared__ __align__(1024) T sV[NBUF][BC * D];
+    /* Two tiles of each of k and v (one read, the next coming in), or one of each: k's next tile
+     * coming in while this tile's v is read and v's while the next scores are computed. */
+    constexpr int NBUF = TK_SDPA_NBUF(D);
+    constexpr int TILES = TK_SDPA_TILES(D, WG);
+    static_assert(BC == 64 && sizeof(T) == 2 && (BR + 2 * NBUF * BC) * D * 2 == TILES, "tiles of another size");
+    /* q, then k's and v's buffers: static shared memory up to 48 KiB, else the dynamic, from its
+     * first 1024-byte boundary */
+    T *sQ;
+    if constexpr (TK_SDPA_DYNAMIC(D, WG) == 0) {
+        __shared__ __align__(1024) unsigned char tiles[TILES];
+        sQ = reinterpret_cast<T *>(tiles);
+    } else {
+        sQ = reinterpret_cast<T *>(tk_sdpa_smem + ((1024u - (smem(tk_sdpa_smem) & 1023u)) & 1023u));
+    }
+    /* the buffers of tile i's k and v (an offset computed, not a table: one would go to local memory) */
+    auto sK = [sQ](int i) { return sQ + (BR + (i % NBUF) * BC) * D; };
+    auto sV = [sQ](int i) { return sQ + (BR + (NBUF + i % NBUF) * BC) * D; };
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int wg = warp >> 2; /* this warp's warpgroup: queries 64 wg .. 64 wg + 63 of the block */
     /* Blocks start in x order. Causal: grid (B H, query blocks), longest blocks first in groups of
      * heads (attention_grid.h). Otherwise (query blocks, B H): a head's blocks run together and
      * share its k and v in L2. */
@@ -181,19 +197,19 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
     /* cp.async groups, committed even when empty so that "all but the newest" is always what is
      * about to be read. Two buffers: a group a tile (q with k and v of tile 0, then k and v of
      * tile 1). One: a group for k and one for v (q with k of tile 0, then v of tile 0). */
-    load_tile<T, D, BR>(sQ, qb, sq.s, q0, S);
+    load_tile<T, D, BR, NTH>(sQ, qb, sq.s, q0, S);
     if constexpr (NBUF == 2) {
         for (int jt = 0; jt < 2; jt++) {
             if (jt < ntiles) {
-                load_tile<T, D, BC>(sK[jt], kb, sk.s, jt * BC, Sk);
-                load_tile<T, D, BC>(sV[jt], vb, sv.s, jt * BC, Sk);
+                load_tile<T, D, BC, NTH>(sK(jt), kb, sk.s, jt * BC, Sk);
+                load_tile<T, D, BC, NTH>(sV(jt), vb, sv.s, jt * BC, Sk);
             }
             cp_commit();
         }
     } else {
-        load_tile<T, D, BC>(sK[0], kb, sk.s, 0, Sk);
+        load_tile<T, D, BC, NTH>(sK(0), kb, sk.s, 0, Sk);
         cp_commit();
-        load_tile<T, D, BC>(sV[0], vb, sv.s, 0, Sk);
+        load_tile<T, D, BC, NTH>(sV(0), vb, sv.s, 0, Sk);
         cp_commit();
     }
 
@@ -207,7 +223,7 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
 
     for (int jt = 0; jt < ntiles; jt++) {
         const int j0 = jt * BC;
-        const T *tK = sK[jt % NBUF], *tV = sV[jt % NBUF];
+        const T *tK = sK(jt), *tV = sV(jt);
         cp_wait_newest_pending(); /* this tile is in (one buffer: its k) */
         if (kWgmma)
             wg_proxy_fence();
@@ -218,7 +234,7 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
             wg_fence();
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
-                wgmma<T, BC>::ss(flat<4 * NT>(s), wg_desc(sQ + swz<D, BR>(0, 2 * kk), 16, 1024),
+                wgmma<T, BC>::ss(flat<4 * NT>(s), wg_desc(sQ + swz<D, BR>(64 * wg, 2 * kk), 16, 1024),
                                  wg_desc(tK + swz<D, BC>(0, 2 * kk), 16, 1024), kk > 0);
             wg_commit();
             wg_wait();
@@ -245,7 +261,7 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
         if constexpr (NBUF == 1) { /* every warp is done with k: the next tile's comes in */
             __syncthreads();
             if (jt + 1 < ntiles)
-                load_tile<T, D, BC>(sK[0], kb, sk.s, j0 + BC, Sk);
+                load_tile<T, D, BC, NTH>(sK(0), kb, sk.s, j0 + BC, Sk);
             cp_commit();
         }
 
@@ -343,11 +359,11 @@ __device__ __forceinline__ void sdpa_flash(const T *__restrict__ q, const T *__r
         __syncthreads(); /* every warp is done with this tile's buffers: tile jt + 2 goes there */
         if constexpr (NBUF == 2) {
             if (jt + 2 < ntiles) {
-                load_tile<T, D, BC>(sK[jt & 1], kb, sk.s, j0 + 2 * BC, Sk);
-                load_tile<T, D, BC>(sV[jt & 1], vb, sv.s, j0 + 2 * BC, Sk);
+                load_tile<T, D, BC, NTH>(sK(jt & 1), kb, sk.s, j0 + 2 * BC, Sk);
+                load_tile<T, D, BC, NTH>(sV(jt & 1), vb, sv.s, j0 + 2 * BC, Sk);
             }
         } else if (jt + 1 < ntiles) { /* one buffer: the next tile's v */
-            load_tile<T, D, BC>(sV[0], vb, sv.s, j0 + BC, Sk);
+            load_tile<T, D, BC, NTH>(sV(0), vb, sv.s, j0 + BC, Sk);
         }
         cp_commit();
     }
@@ -440,10 +456,10 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         int causal
 #define TK_SDPA_STRIDES {qb, qh, qs}, {kb, kh, ks}, {vb, vh, vs}, {ob, oh, os}
 
-#define TK_SDPA_FLASH(sfx, T, D, BC, BLOCKS)                                                                \
-    TK_KERNEL void __launch_bounds__(kThreads, BLOCKS) tk_sdpa_flash_##sfx##_d##D(TK_SDPA_ARGS(T))          \
+#define TK_SDPA_FLASH(name, T, D, WG, BLOCKS)                                                               \
+    TK_KERNEL void __launch_bounds__(kThreads * WG, BLOCKS) name(TK_SDPA_ARGS(T))                           \
     {                                                                                                       \
-        sdpa_flash<T, D, BC>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                         \
+        sdpa_flash<T, D, 64, WG>(q, k, v, o, H, S, Sk, TK_SDPA_STRIDES, scale, causal);                     \
     }
 #define TK_SDPA_ROWS(sfx, T)                                                                                \
     TK_KERNEL void __launch_bounds__(kThreads) tk_sdpa_rows_##sfx(TK_SDPA_ARGS(T), int D)                   \
@@ -451,18 +467,23 @@ __device__ __forceinline__ void sdpa_rows(const T *__restrict__ q, const T *__re
         sdpa_rows<T>(q, k, v, o, H, S, Sk, D, TK_SDPA_STRIDES, scale, causal);                              \
     }
 
-/* tiles of 64 keys: two of each of k and v in 48 KiB with q at D 64, one of each at D 128; as many
- * blocks an SM as their shared memory allows, registers held to that (Hopper's 228 KiB: 5 and 4;
- * Ampere's 164: 4, and 2 at D 128, where 3 would spill) */
+/* As many blocks an SM as their shared memory allows, registers held to that. One warpgroup
+ * (64 queries a block): Hopper's 228 KiB take 5 blocks at D 64 and 4 at D 128; Ampere's 164 KiB 4,
+ * and 2 at D 128, where 3 would spill. Two warpgroups (128 queries, k and v read once for both):
+ * 2 blocks at D 128 (97 KiB each), and 2 at D 64, where registers allow no more. */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #define TK_SDPA_BLOCKS(hopper, ampere) ampere
 #else
 #define TK_SDPA_BLOCKS(hopper, ampere) hopper
 #endif
-TK_SDPA_FLASH(f16, __half, 64, 64, TK_SDPA_BLOCKS(5, 4))
-TK_SDPA_FLASH(f16, __half, 128, 64, TK_SDPA_BLOCKS(4, 2))
-TK_SDPA_FLASH(bf16, __nv_bfloat16, 64, 64, TK_SDPA_BLOCKS(5, 4))
-TK_SDPA_FLASH(bf16, __nv_bfloat16, 128, 64, TK_SDPA_BLOCKS(4, 2))
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d64, __half, 64, 1, TK_SDPA_BLOCKS(5, 4))
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d128, __half, 128, 1, TK_SDPA_BLOCKS(4, 2))
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d64, __nv_bfloat16, 64, 1, TK_SDPA_BLOCKS(5, 4))
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d128, __nv_bfloat16, 128, 1, TK_SDPA_BLOCKS(4, 2))
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d64_q128, __half, 64, 2, 2)
+TK_SDPA_FLASH(tk_sdpa_flash_f16_d128_q128, __half, 128, 2, TK_SDPA_BLOCKS(2, 1))
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d64_q128, __nv_bfloat16, 64, 2, 2)
+TK_SDPA_FLASH(tk_sdpa_flash_bf16_d128_q128, __nv_bfloat16, 128, 2, TK_SDPA_BLOCKS(2, 1))
 TK_SDPA_ROWS(f32, float)
 TK_SDPA_ROWS(f16, __half)
 TK_SDPA_ROWS(bf16, __nv_bfloat16)

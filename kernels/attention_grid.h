@@ -18,6 +18,27 @@
 #define TK_SDPA_HD static inline
 #endif
 
+/* The flash kernel's two forms: a block of wg warpgroups (4 warps each) takes 64 * wg queries and
+ * walks the keys in tiles of 64, with TK_SDPA_NBUF(d) buffers each of k and v (two at D 64: the
+ * next tile's loading while this one is read; one at D 128: k's next tile loading while this
+ * one's v is read). TK_SDPA_TILES: the bytes of q's rows and the k and v tiles (16-bit values).
+ * Up to 48 KiB they are static shared memory; past it (D 128 with two warpgroups) dynamic, of
+ * TK_SDPA_DYNAMIC bytes: 1 KiB more to align them to 1024 bytes (what wgmma's swizzled tiles need). */
+#define TK_SDPA_NBUF(d) ((d) == 128 ? 1 : 2)
+#define TK_SDPA_TILES(d, wg) ((64 * (wg) + 2 * TK_SDPA_NBUF(d) * 64) * (d) * 2)
+#define TK_SDPA_DYNAMIC(d, wg) (TK_SDPA_TILES(d, wg) <= 48 * 1024 ? 0 : TK_SDPA_TILES(d, wg) + 1024)
+
+/* Two warpgroups a block (128 queries) where a block reads 1024 keys or more on average (causal:
+ * half of them): k and v then come through L2 once for twice the queries, which is what long
+ * sequences are bound by. Shorter ones keep one warpgroup: more, smaller blocks fill the GPU.
+ * Measured on an H200 (bench/kernels/README.md): at S 4096, D 128, 575 -> 516 us (B H 32); at
+ * S 512 one warpgroup is 4% to 12% faster, and causal at S 1024 6%. */
+TK_SDPA_HD int tk_sdpa_warpgroups(long long S, long long Sk, int causal)
+{
+    long long keys = causal ? (S < Sk ? S : Sk) / 2 : Sk;
+    return keys >= 1024 ? 2 : 1;
+}
+
 #define TK_SDPA_L2_WHOLE (64ll << 20)
 #define TK_SDPA_L2_GROUP (32ll << 20)
 

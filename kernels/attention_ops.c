@@ -16,6 +16,7 @@
 #include <tk/ops.h>
 #include <tk/runtime.h>
 
+#include "attention_grid.h"
 #include "ref.h"
 #include "rt_internal.h"
 
@@ -23,6 +24,10 @@ TK_KERNEL_DECL(tk_sdpa_flash_f16_d64);
 TK_KERNEL_DECL(tk_sdpa_flash_f16_d128);
 TK_KERNEL_DECL(tk_sdpa_flash_bf16_d64);
 TK_KERNEL_DECL(tk_sdpa_flash_bf16_d128);
+TK_KERNEL_DECL(tk_sdpa_flash_f16_d64_q128);
+TK_KERNEL_DECL(tk_sdpa_flash_f16_d128_q128);
+TK_KERNEL_DECL(tk_sdpa_flash_bf16_d64_q128);
+TK_KERNEL_DECL(tk_sdpa_flash_bf16_d128_q128);
 TK_KERNEL_DECL(tk_sdpa_rows_f32);
 TK_KERNEL_DECL(tk_sdpa_rows_f16);
 TK_KERNEL_DECL(tk_sdpa_rows_bf16);
@@ -168,12 +173,19 @@ static int sdpa_launch(tk_ctx *ctx, tk_dtype dt, const tk_sdpa_dims *g, const vo
     int H = (int)g->H, S = (int)g->S, Sk = (int)g->Sk, causal = g->causal;
     float scale = (float)g->scale;
     if (flash) {
-        const tk_kernel *kern = dt == TK_F16 ? (D == 64 ? tk_sdpa_flash_f16_d64 : tk_sdpa_flash_f16_d128)
-                                             : (D == 64 ? tk_sdpa_flash_bf16_d64 : tk_sdpa_flash_bf16_d128);
-        unsigned bh = (unsigned)(g->B * g->H), qb = (unsigned)tk_cdiv(S, 64);
+        /* one warpgroup a block, or two where blocks read many keys (attention_grid.h) */
+        static const tk_kernel *const kernels[2][2][2] = {
+            {{tk_sdpa_flash_f16_d64, tk_sdpa_flash_f16_d128},
+             {tk_sdpa_flash_f16_d64_q128, tk_sdpa_flash_f16_d128_q128}},
+            {{tk_sdpa_flash_bf16_d64, tk_sdpa_flash_bf16_d128},
+             {tk_sdpa_flash_bf16_d64_q128, tk_sdpa_flash_bf16_d128_q128}}};
+        int wg = tk_sdpa_warpgroups(S, Sk, causal);
+        const tk_kernel *kern = kernels[dt == TK_BF16][wg - 1][D == 128];
+        unsigned bh = (unsigned)(g->B * g->H), qb = (unsigned)tk_cdiv(S, 64 * wg);
         tk_dim3 grid = causal ? (tk_dim3){bh, qb, 1} : (tk_dim3){qb, bh, 1}; /* see the kernel */
-        return tk_wrap(ctx, kern, grid, TK_DIM3(128), q, k, v, out, H, S, Sk, s[0], s[1], s[2], s[3], s[4], s[5],
-                       s[6], s[7], s[8], s[9], s[10], s[11], scale, causal);
+        return tk_wrap_shared(ctx, kern, grid, TK_DIM3(128 * wg), TK_SDPA_DYNAMIC((int)D, wg), q, k, v, out, H,
+                              S, Sk, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7], s[8], s[9], s[10], s[11], scale,
+                              causal);
     }
     if (D > 256)
         return tk_error_set(TK_EUNSUPPORTED, "op 'tk::sdpa': head dim %lld on a GPU (at most 256)", (long long)D);

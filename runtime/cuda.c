@@ -102,6 +102,7 @@ static void load(void)
     SYM(ModuleGetFunction, "cuModuleGetFunction", 1)
     SYM(ModuleUnload, "cuModuleUnload", 1)
     SYM(LaunchKernel, "cuLaunchKernel", 1)
+    SYM(FuncSetAttribute, "cuFuncSetAttribute", 1)
     SYM(FuncGetParamInfo, "cuFuncGetParamInfo", 0) /* CUDA 12.4 drivers and newer */
     SYM(FuncGetParamCount, "cuFuncGetParamCount", 0)
     SYM(StreamBeginCapture, "cuStreamBeginCapture_v2", 0)

@@ -41,6 +41,7 @@ typedef struct tk_cu_api {
     PFN_cuModuleUnload_v2000 ModuleUnload;
     PFN_cuLaunchKernel_v4000 LaunchKernel;
     PFN_cuFuncGetParamInfo_v12040 FuncGetParamInfo;
+    PFN_cuFuncSetAttribute_v9000 FuncSetAttribute;
     PFN_cuDeviceGetName_v2000 DeviceGetName;
     PFN_cuEventCreate_v2000 EventCreate;
     PFN_cuEventRecord_v2000 EventRecord;
@@ -98,6 +99,7 @@ extern tk_cu_api tk_cu;
 #define cuModuleUnload tk_cu.ModuleUnload
 #define cuLaunchKernel tk_cu.LaunchKernel
 #define cuFuncGetParamInfo tk_cu.FuncGetParamInfo
+#define cuFuncSetAttribute tk_cu.FuncSetAttribute
 #define cuDeviceGetName tk_cu.DeviceGetName
 #define cuEventCreate tk_cu.EventCreate
 #define cuEventRecord tk_cu.EventRecord
@@ -156,6 +158,7 @@ typedef struct tk_cu_device {
     CUdevice dev;
     CUcontext pctx;
     int sm_count;
+    int shared_optin; /* the dynamic shared memory a block may opt in to (launch.c; 0: not asked yet) */
     /* launch.c: modules loaded on first need and the kernels found in them */
     tk_cu_module *modules;
     tk_map kernels;        /* kernel name -> tk_cu_kernel * (launch.c) */

@@ -677,6 +677,12 @@ tk_tensor *tk_call_op(tk_ctx *ctx, const char *name, int ninputs, tk_tensor *con
 
 int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)
 {
+    return tk_wrap_launch_shared(ctx, kernel, grid, block, 0, nargs, args);
+}
+
+int tk_wrap_launch_shared(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, size_t shared, int nargs,
+                          const tk_arg *args)
+{
     char dev[32];
     if (!ctx)
         return tk_error_set(TK_EINVAL, "tk_wrap: no context");
@@ -690,5 +696,5 @@ int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 b
     /* an empty grid has nothing to do; the driver would call it an invalid value */
     if (grid.x == 0 || grid.y == 0 || grid.z == 0)
         return 0;
-    return tk_cuda_launch(ctx, kernel, grid, block, nargs, args);
+    return tk_cuda_launch(ctx, kernel, grid, block, shared, nargs, args);
 }

@@ -798,6 +798,7 @@ struct tk_session {
                                signature's second run (most come once), so captures that would
                                never replay do not compete with requests */
     int prefill_on, prefill_done;
+    int prefill_walked; /* the walk passed its last signature; done once that one is handed out */
     int64_t prefill_key[64];
     tk_ctx *cap_ctx;
     tk_tensor *cap_views;
@@ -1788,6 +1789,13 @@ static plan *prefill_next_locked(tk_session *s)
     const tk_program_model *m = s->p->m;
     int nsyms = s->p->nsyms;
     while (s->prefill_on && !s->prefill_done && !s->stop) {
+        if (s->prefill_walked) {
+            /* only now: the last signature was handed out and marked in capture under the lock
+             * (set done as it was walked past, tk_session_wait_ready would have returned while
+             * its plan was still being made, the lock released, and before its graph existed) */
+            s->prefill_done = 1;
+            break;
+        }
         int64_t key[64];
         memcpy(key, s->prefill_key, sizeof(int64_t) * (size_t)nsyms);
         /* advance: the last symbol fastest; past the end the walk is over */
@@ -1800,7 +1808,7 @@ static plan *prefill_next_locked(tk_session *s)
             s->prefill_key[k] = m->symbols[k].min;
         }
         if (k < 0)
-            s->prefill_done = 1;
+            s->prefill_walked = 1;
         uint64_t hash = key_hash(key, nsyms);
         plan *pl = plan_lookup_locked(s, key, hash);
         if (pl) {
@@ -2130,7 +2138,7 @@ int tk_session_bind(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor *
         /* the walk again, from the start: every signature gets its graph on the buffers */
         for (size_t k = 0; k < m->nsymbols; k++)
             s->prefill_key[k] = m->symbols[k].min;
-        s->prefill_done = 0;
+        s->prefill_done = s->prefill_walked = 0;
         s->prefill_on = 1;
         s->capture_failures = 0;
         pthread_cond_signal(&s->cond);

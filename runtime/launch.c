@@ -3,6 +3,7 @@
  * tk_wrap's boxed arguments checked against the kernel's parameters and unboxed into their exact
  * C types, cuLaunchKernel on the context's stream. */
 #define _POSIX_C_SOURCE 200809L
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ typedef struct tk_cu_kernel {
     CUfunction fn;
     int nparams; /* -1 when the driver cannot tell (before CUDA 12.4) */
     size_t *param_size;
+    _Atomic size_t shared_optin; /* dynamic shared memory the function is opted in to past 48 KiB */
     struct tk_cu_kernel *next_retired;
 } tk_cu_kernel;
 
@@ -314,7 +316,35 @@ static int unbox(tk_ctx *ctx, const char *kname, int i, const tk_arg *a, uint64_
                         describe(a, what, sizeof(what)));
 }
 
-int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)
+/* Every block may have 48 KiB of shared memory; more needs the function's opt-in, up to what the
+ * device allows a block (asked once per device). A race between two threads sets the same value. */
+#define TK_SHARED_DEFAULT (48u * 1024u)
+
+static int shared_opt_in(tk_cu_device *d, tk_cu_kernel *k, const char *kname, size_t shared)
+{
+    int rc = 0;
+    if (shared <= TK_SHARED_DEFAULT || shared <= atomic_load_explicit(&k->shared_optin, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&d->lock);
+    if (!d->shared_optin) {
+        int v = 0;
+        TK_CU_CHECK(cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev));
+        d->shared_optin = v > 0 ? v : (int)TK_SHARED_DEFAULT;
+    }
+    if (shared > (size_t)d->shared_optin) {
+        rc = tk_error_set(TK_EINVAL, "kernel '%s' asks for %zu bytes of dynamic shared memory; cuda:%d gives a block "
+                          "at most %d", kname, shared, d->ordinal, d->shared_optin);
+        goto done;
+    }
+    TK_CU_CHECK(cuFuncSetAttribute(k->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared));
+    atomic_store_explicit(&k->shared_optin, shared, memory_order_release);
+done:
+    pthread_mutex_unlock(&d->lock);
+    return rc;
+}
+
+int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, size_t shared, int nargs,
+                   const tk_arg *args)
 {
     tk_cu_device *d;
     tk_cu_kernel *k;
@@ -342,8 +372,10 @@ int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 b
             return rc;
         params[i] = &slots[i];
     }
-    TK_CU_CHECK(cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0, ctx->cuda->stream,
-                               nargs ? params : NULL, NULL));
+    if ((rc = shared_opt_in(d, k, kernel->name, shared)))
+        return rc;
+    TK_CU_CHECK(cuLaunchKernel(k->fn, grid.x, grid.y, grid.z, block.x, block.y, block.z, (unsigned)shared,
+                               ctx->cuda->stream, nargs ? params : NULL, NULL));
 done:
     return rc;
 }
@@ -355,9 +387,10 @@ void tk_cuda_unload_stale(void)
 {
 }
 
-int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args)
+int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, size_t shared, int nargs,
+                   const tk_arg *args)
 {
-    (void)ctx, (void)grid, (void)block, (void)nargs, (void)args;
+    (void)ctx, (void)grid, (void)block, (void)shared, (void)nargs, (void)args;
     return tk_error_set(TK_EDEVICE, "no CUDA driver: kernel '%s' cannot launch, libtkrt was built without the CUDA "
                                     "toolkit's headers", kernel->name);
 }

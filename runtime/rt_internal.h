@@ -148,7 +148,8 @@ int tk_cuda_compute_capability(int ordinal, int *major, int *minor);
 int tk_cuda_time(tk_ctx *ctx, int (*fn)(void *arg, int rep), void *arg, int warmup, int reps, double *times_us);
 /* Looks kernel->name up in the registered fatbins (modules loaded on first use per device),
  * checks args against the kernel's parameters and launches on ctx's stream. */
-int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, int nargs, const tk_arg *args);
+int tk_cuda_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, size_t shared, int nargs,
+                   const tk_arg *args);
 /* Unloads, on every GPU in use, the modules of fatbins that left every registry (a closed
  * package's) and forgets the kernels found in them; a no-op when no GPU was used. */
 void tk_cuda_unload_stale(void);

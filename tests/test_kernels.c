@@ -955,6 +955,29 @@ static void grid__causal_attention_blocks_cover_the_grid_once_longest_first(void
             }
 }
 
+/* The flash kernel's form (attention_grid.h): two warpgroups a block where a block reads 1024 keys
+ * or more on average (causal: half of the keys), and the dynamic shared memory each form takes. */
+static void grid__attention_blocks_of_many_keys_take_two_warpgroups(void **state)
+{
+    (void)state;
+    assert_int_equal(tk_sdpa_warpgroups(4096, 4096, 0), 2);
+    assert_int_equal(tk_sdpa_warpgroups(4096, 4096, 1), 2);
+    assert_int_equal(tk_sdpa_warpgroups(1024, 1024, 0), 2);
+    assert_int_equal(tk_sdpa_warpgroups(1023, 1023, 0), 1);
+    assert_int_equal(tk_sdpa_warpgroups(1024, 1024, 1), 1); /* causal: 512 keys a block on average */
+    assert_int_equal(tk_sdpa_warpgroups(2048, 2048, 1), 2);
+    assert_int_equal(tk_sdpa_warpgroups(70, 1030, 0), 2);   /* few queries, many keys */
+    assert_int_equal(tk_sdpa_warpgroups(70, 4096, 1), 1);   /* causal: key j <= query i, so 70 at most */
+    assert_int_equal(tk_sdpa_warpgroups(128, 128, 0), 1);   /* GPT-2 at batch 1 seq 128 */
+    /* q, then k and v: two tiles each at D 64, one each at D 128; static up to 48 KiB, else
+     * dynamic with 1 KiB to align */
+    assert_int_equal(TK_SDPA_TILES(64, 1), (64 + 4 * 64) * 64 * 2);
+    assert_int_equal(TK_SDPA_DYNAMIC(64, 1), 0);
+    assert_int_equal(TK_SDPA_DYNAMIC(64, 2), 0); /* 48 KiB exactly */
+    assert_int_equal(TK_SDPA_DYNAMIC(128, 1), 0);
+    assert_int_equal(TK_SDPA_DYNAMIC(128, 2), (128 + 2 * 64) * 128 * 2 + 1024);
+}
+
 #define CPU_TEST(fn) cmocka_unit_test_setup_teardown(fn, setup_cpu, teardown_cpu)
 
 int main(void)
@@ -962,6 +985,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(half__every_bf16_and_f16_survives_a_round_trip_through_float),
         cmocka_unit_test(grid__causal_attention_blocks_cover_the_grid_once_longest_first),
+        cmocka_unit_test(grid__attention_blocks_of_many_keys_take_two_warpgroups),
         cmocka_unit_test(half__widening_gives_the_exact_values),
         cmocka_unit_test(half__bf16_rounds_to_nearest_even),
         cmocka_unit_test(half__f16_rounds_to_nearest_even_with_subnormals_and_overflow),

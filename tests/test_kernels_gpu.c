@@ -788,6 +788,9 @@ static void gpu__sdpa_matches_the_reference(void **state)
             check_sdpa(f, dt, 1, 2, 33, 100, 64, causal, 0);    /* more keys than queries */
             check_sdpa(f, dt, 1, 2, 100, 33, 128, causal, 0);   /* fewer keys than queries */
             check_sdpa(f, dt, 1, 88, 257, 257, 64, causal, 0);  /* 5 blocks of 64 queries, the last of 1 */
+            check_sdpa(f, dt, 1, 1, 2100, 2100, 64, causal, 0); /* 2 warpgroups a block, the last of 52 rows */
+            check_sdpa(f, dt, 1, 1, 2100, 2100, 128, causal, 0);
+            check_sdpa(f, dt, 2, 2, 70, 1030, 128, causal, 1);  /* not causal: 2 warpgroups, one partly idle */
             check_sdpa(f, dt, 1, 2, 40, 40, 32, causal, 0);     /* D 32: the row kernel */
             check_sdpa(f, dt, 1, 1, 1, 1, 64, causal, 0);       /* one query, one key */
             for (int64_t ramp = -8; ramp <= 8; ramp += 4) { /* maxima that move, or never */

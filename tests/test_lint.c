@@ -815,8 +815,9 @@ static const struct {
 #define N_DEFECTS (sizeof(k_defects) / sizeof(k_defects[0]))
 
 /* Every finding at the line and column of the value it is about, even on a line of its own;
- * tk_wrap's arguments numbered as the call has them; "an 8-byte"; two ops one X-macro line
- * defines both reported; a UTF-16 file reported at its start. */
+ * tk_wrap's (and tk_wrap_shared's, C and C++) arguments numbered as the call has them;
+ * "an 8-byte"; two ops one X-macro line defines both reported; a UTF-16 file reported at its
+ * start. */
 static void e2e__findings_point_at_their_values(void **state) {
     (void)state;
     cJSON *doc = lint_run("diagpos");
@@ -837,6 +838,12 @@ static void e2e__findings_point_at_their_values(void **state) {
          "tk_wrap's argument 7 (the kernel's argument 3) is a float, but parameter 'n' of kernel 'dp_xa' is 'int64_t'"},
         {"tk-arg-mismatch", "diagpos/op.c", "1.5f",
          "tk_wrap's argument 7 (the kernel's argument 3) is a float, but parameter 'n' of kernel 'dp_xb' is 'int64_t'"},
+        {"tk-arg-mismatch", "diagpos/op.c", "2.5f",
+         "tk_wrap_shared's argument 8 (the kernel's argument 3) is a float, but parameter 'n' of kernel 'dp_k' is "
+         "'int64_t'"},
+        {"tk-arg-mismatch", "diagpos/op_cxx.cu", "0.5)",
+         "tk_wrap_shared's argument 8 (the kernel's argument 3) is a double, but parameter 'n' of kernel 'dp_xb' is "
+         "'int64_t'"},
         {"tk-parse-error", "diagpos/utf16.c", NULL,
          "the file is UTF-16 (it starts with a UTF-16 byte order mark): expected UTF-8, without a byte order mark or "
          "with the UTF-8 one"},

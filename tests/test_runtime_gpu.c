@@ -31,6 +31,7 @@ static const tk_device GPU = {TK_DEVICE_CUDA, 0};
 TK_KERNEL_DECL(test_fill_f32);
 TK_KERNEL_DECL(test_axpy_f32);
 TK_KERNEL_DECL(test_echo_scalars);
+TK_KERNEL_DECL(test_shared_reverse_f32);
 TK_KERNEL_DECL(no_such_kernel);
 
 enum { BLOCK = 256 };
@@ -191,6 +192,30 @@ static void gpu__argument_mismatches_are_refused_naming_the_parameter(void **sta
     tk_tensor_free(y);
 }
 
+/* tk_wrap_shared: 100 KiB of dynamic shared memory (past the 48 KiB every block has, so the
+ * runtime must opt the kernel in, or the launch fails), then more than any GPU gives a block. */
+static void gpu__dynamic_shared_memory_past_48_kib_is_opted_in_and_too_much_is_refused(void **state)
+{
+    tk_ctx *ctx = *state;
+    const int n = 25600; /* 100 KiB of floats */
+    tk_tensor *x = gpu_f32(ctx, n), *y = gpu_f32(ctx, n), *hx = cpu_f32(n), *hy = cpu_f32(n);
+    fill_random(tk_tensor_data(hx), n, 7);
+    tk_assert_ok(tk_tensor_copy(ctx, x, hx));
+    tk_assert_ok(tk_wrap_shared(ctx, test_shared_reverse_f32, TK_DIM3(1), TK_DIM3(1024), (size_t)n * 4, x, y, n));
+    tk_assert_ok(tk_tensor_copy(ctx, hy, y));
+    const float *xs = tk_tensor_data(hx), *ys = tk_tensor_data(hy);
+    for (int i = 0; i < n; i++)
+        if (ys[i] != xs[n - 1 - i])
+            fail_msg("y[%d] = %g, expected x[%d] = %g", i, ys[i], n - 1 - i, xs[n - 1 - i]);
+    tk_assert_fails(tk_wrap_shared(ctx, test_shared_reverse_f32, TK_DIM3(1), TK_DIM3(1024), (size_t)1 << 20, x, y, n),
+                    TK_EINVAL, "kernel 'test_shared_reverse_f32' asks for 1048576 bytes of dynamic shared memory; "
+                    "cuda:0 gives a block at most ");
+    tk_tensor_free(x);
+    tk_tensor_free(y);
+    tk_tensor_free(hx);
+    tk_tensor_free(hy);
+}
+
 static void gpu__tensor_on_another_device_is_refused(void **state)
 {
     tk_ctx *ctx = *state;
@@ -308,6 +333,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(gpu__scalars_reach_the_kernel_in_their_c_types, setup_ctx, teardown_ctx),
         cmocka_unit_test_setup_teardown(gpu__argument_mismatches_are_refused_naming_the_parameter, setup_ctx,
                                         teardown_ctx),
+        cmocka_unit_test_setup_teardown(gpu__dynamic_shared_memory_past_48_kib_is_opted_in_and_too_much_is_refused,
+                                        setup_ctx, teardown_ctx),
         cmocka_unit_test_setup_teardown(gpu__tensor_on_another_device_is_refused, setup_ctx, teardown_ctx),
         cmocka_unit_test_setup_teardown(gpu__unknown_kernel_is_not_found, setup_ctx, teardown_ctx),
         cmocka_unit_test_setup_teardown(gpu__empty_grid_launches_nothing, setup_ctx, teardown_ctx),

@@ -203,6 +203,19 @@ static inline tk_arg tk__arg_ptr(const void *p) { tk_arg a = {TK_ARG_PTR, (uint3
 int tk_wrap_launch(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block,
                    int nargs, const tk_arg *args);
 
+/* tk_wrap with dynamic shared memory: the kernel's `extern __shared__` array has `shared` bytes.
+ * Past the 48 KiB every kernel may have, the runtime opts the kernel in (once per kernel and
+ * device, cuFuncSetAttribute) up to what the device gives a block (227 KiB on sm_90, 163 on
+ * sm_80); more is TK_EINVAL with one line naming the kernel, the bytes and the limit. The
+ * analyzer sees it as it sees tk_wrap. */
+#ifndef __cplusplus
+#define tk_wrap_shared(ctx, kernel, grid, block, shared, ...)                       \
+    tk_wrap_launch_shared((ctx), (kernel), (grid), (block), (shared),               \
+                          TK__NARG(__VA_ARGS__), (const tk_arg[]){TK__MAP(TK_ARG, __VA_ARGS__)})
+#endif
+int tk_wrap_launch_shared(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block,
+                          size_t shared, int nargs, const tk_arg *args);
+
 /* --- calling ops, with tensors and scalar arguments ----------------------------------------
  * A schema's arguments are tensors ("Tensor x", "Tensor? bias=None": NULL allowed) and scalars:
  *   int n=4      float eps=1e-05      bool causal=False      str mode="tanh"      int[] dims=[0, 2]
@@ -544,6 +557,15 @@ static inline int tk__wrap(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, t
     return tk_wrap_launch(ctx, kernel, grid, block, (int)sizeof...(A), args);
 }
 #define tk_wrap(ctx, kernel, grid, block, ...) tk__wrap((ctx), (kernel), (grid), (block), __VA_ARGS__)
+template <typename... A>
+static inline int tk__wrap_shared(tk_ctx *ctx, const tk_kernel *kernel, tk_dim3 grid, tk_dim3 block, size_t shared,
+                                  A... a)
+{
+    const tk_arg args[sizeof...(A) ? sizeof...(A) : 1] = {tk__arg(a)...};
+    return tk_wrap_launch_shared(ctx, kernel, grid, block, shared, (int)sizeof...(A), args);
+}
+#define tk_wrap_shared(ctx, kernel, grid, block, shared, ...)                                                        \
+    tk__wrap_shared((ctx), (kernel), (grid), (block), (shared), __VA_ARGS__)
 
 /* tk_call and tk_call_outs in C++: the same boxing by overloading. */
 static inline tk_value tk__val(tk_tensor *t) { return tk__val_tensor(t); }

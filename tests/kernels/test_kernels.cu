@@ -1,5 +1,6 @@
-/* Kernels of test_runtime_gpu, embedded in it by tk_add_kernels: a fill, an axpy, and one that
- * echoes small scalar arguments so the test sees how tk_wrap boxed them. */
+/* Kernels of test_runtime_gpu, embedded in it by tk_add_kernels: a fill, an axpy, one that
+ * echoes small scalar arguments so the test sees how tk_wrap boxed them, and one that reverses
+ * an array through dynamic shared memory (tk_wrap_shared). */
 #include <tk/kernel.h>
 
 TK_KERNEL void test_fill_f32(float *y, float v, long long n)
@@ -29,4 +30,15 @@ TK_KERNEL void test_echo_scalars(long long *out, signed char a, short b, unsigne
         out[4] = (long long)e;
         out[5] = (long long)(f * 4.0);
     }
+}
+
+/* y = x reversed, through the block's dynamic shared memory (n floats; one block) */
+TK_KERNEL void test_shared_reverse_f32(const float *x, float *y, int n)
+{
+    extern __shared__ float buf[];
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        buf[i] = x[i];
+    __syncthreads();
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+        y[i] = buf[n - 1 - i];
 }
