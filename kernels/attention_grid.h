@@ -1,5 +1,6 @@
-/* Which head and query block a block of the causal attention kernel computes (kernels/attention.cu),
- * in one place for the kernel and for the host tests that check it covers every block once.
+/* The flash attention kernel's geometry (kernels/attention.cu), in one place for the kernel, the op
+ * that launches it (attention_ops.c) and the host tests: its two forms and their shared memory,
+ * which form a call takes, and which head and query block a block of the causal grid computes.
  *
  * Blocks start in the order of their linear index. A causal grid is B*H heads by nq query blocks,
  * read as groups of heads, each group's longest blocks (its last queries, which read the most
