@@ -1,5 +1,5 @@
-/* wgmma (Hopper's warpgroup tensor-core instructions, sm_90a) for the attention kernel: the
- * m64nNk16 forms with float accumulators that attention.cu uses (N 32, 64 and 128), f16 and
+/* wgmma (Hopper's warpgroup tensor-core instructions, sm_90a) for the attention and MLP kernels:
+ * the m64nNk16 forms with float accumulators that attention.cu and mlp.cu use (N 32, 64, 128), f16 and
  * bf16, and the shared-memory descriptors and fences around them. The operand lists are mechanical: d[4i + j]
  * of a lane is the same element as in mma.sync m16n8 (n-tile i, part j) for the warp's 16 rows of
  * the 64. Only compiled where __CUDA_ARCH_FEAT_SM90_ALL is defined (-arch sm_90a). */
@@ -104,6 +104,15 @@ template <typename T, int N> struct wgmma;
                          : TK__WG_ACC32                                                                   \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
         }                                                                                                 \
+        /* the same with b K-major in shared memory (as ss takes it) */                                   \
+        static __device__ __forceinline__ void rs_k(float (&d)[32], const uint32_t (&a)[4], uint64_t b)   \
+        {                                                                                                 \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " TK__WG_REGS32       \
+                         "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                                       \
+                         : TK__WG_ACC32                                                                   \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
+        }                                                                                                 \
     };
 
 #define TK__WGMMA_N128(T, TY)                                                                             \
@@ -124,6 +133,15 @@ template <typename T, int N> struct wgmma;
             asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
                          "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " TK__WG_REGS64       \
                          "{%64,%65,%66,%67}, %68, p, 1, 1, 1;\n}\n"                                       \
+                         : TK__WG_ACC64                                                                   \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
+        }                                                                                                 \
+        /* the same with b K-major in shared memory (as ss takes it) */                                   \
+        static __device__ __forceinline__ void rs_k(float (&d)[64], const uint32_t (&a)[4], uint64_t b)   \
+        {                                                                                                 \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " TK__WG_REGS64       \
+                         "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                       \
                          : TK__WG_ACC64                                                                   \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
         }                                                                                                 \

@@ -344,7 +344,7 @@ static int run_folded(const tk_exec_program *p, tk_ctx *ctx, tk_tensor **params,
  * the result's shape, runs as one fused built-in (tk_linear_fused_def): the linear's node takes
  * the pair's inputs and the second node's output, the second node is skipped, and the result in
  * between is never stored. Only adjacent pairs: the fused node then writes its output one node
- * early, when no other node runs in between. TK_FUSION=0 turns it off (comparisons). */
+ * early, when no other node runs in between. TK_FUSION=0 turns it off (comparisons). Then fuse_mlp. */
 
 static int same_shape(const xvalue *a, const xvalue *b)
 {
@@ -366,6 +366,71 @@ static int readers(const tk_exec_program *p, int v)
         for (int i = 0; i < p->nodes[k].nin; i++)
             n += p->nodes[k].in[i] == v;
     return n;
+}
+
+/* A constant dim of value v (-1 where symbolic). */
+static int64_t const_dim(const xvalue *v, int d)
+{
+    return d < v->pm->rank && !v->pm->dims[d].expr ? v->pm->dims[d].value : -1;
+}
+
+/* Then a tk::_linear_gelu whose result only the next node that runs reads, as the x of a
+ * tk::_linear_add, is one fully fused MLP (tk_mlp_fused_def, kernels/mlp.cu) where its widths
+ * allow: the first node takes (residual, x, w1, b1, w2, b2, h), the second is skipped; h, the
+ * hidden layer, keeps its place in the session's memory for the calls the op runs as the pairs.
+ * TK_FUSION=pairs stops at the pairs (comparisons). */
+static int fuse_mlp(tk_exec_program *p)
+{
+    const char *only = getenv("TK_FUSION");
+    size_t nn = p->m->nnodes;
+    if (only && !strcmp(only, "pairs"))
+        return 0;
+    for (size_t n = 0; n < nn; n++) {
+        xnode *a = &p->nodes[n], *b = NULL;
+        size_t k = n + 1;
+        while (k < nn && p->nodes[k].absorbed)
+            k++;
+        if (a->absorbed || a->folded || k == nn)
+            continue;
+        b = &p->nodes[k];
+        /* the ops first (tk_mlp_fused_def with widths it takes), then the values */
+        if (b->folded || a->pm->nout != 1 || b->pm->nout != 1 ||
+            !tk_mlp_fused_def(a->op.def, b->op.def, TK_BF16, 64, 128))
+            continue;
+        int h = a->out[0];
+        if (a->nin < 2 || b->nin < 3 || a->in[1] < 0 || b->in[2] < 0 || b->in[1] != h || b->in[0] < 0 ||
+            p->values[h].output >= 0 || readers(p, h) != 1)
+            continue;
+        const xvalue *w1 = &p->values[a->in[1]], *w2 = &p->values[b->in[2]];
+        int64_t d = const_dim(w1, 1), hidden = const_dim(w1, 0);
+        if (w1->pm->rank != 2 || w2->pm->rank != 2 || const_dim(w2, 0) != d || const_dim(w2, 1) != hidden)
+            continue;
+        const tk_op_def *fused = tk_mlp_fused_def(a->op.def, b->op.def, p->values[h].pm->dtype, d, hidden);
+        tk_resolved_op op;
+        if (!fused || tk_op_resolve(&op, NULL, fused->name)) {
+            tk_error_clear();
+            continue;
+        }
+        /* h stays in the session's memory: the op runs the pairs into it where the kernel does not
+         * pay (few rows, another GPU) */
+        int in[7] = {b->in[0], a->in[0], a->in[1], a->nin > 2 ? a->in[2] : -1, b->in[2], b->nin > 3 ? b->in[3] : -1,
+                     h};
+        a->op = op;
+        memcpy(a->in, in, sizeof in);
+        a->nin = 7;
+        a->out[0] = b->out[0];
+        a->label = fused->name;
+        p->values[b->out[0]].first = (int)n;
+        b->absorbed = 1;
+        p->nfused++;
+        /* the second node and the one fused into it (its pair's tk::add, right after it) run here */
+        char what[48];
+        snprintf(what, sizeof what, "fused into node %zu", n);
+        for (size_t j = k; j < nn && j <= k + 1 && (j == k || p->nodes[j].absorbed); j++)
+            if (!(p->nodes[j].label = node_label(p, p->nodes[j].pm->op, what)))
+                return TK_ENOMEM;
+    }
+    return 0;
 }
 
 static int fuse_nodes(tk_exec_program *p)
@@ -417,7 +482,7 @@ static int fuse_nodes(tk_exec_program *p)
         if (!(b->label = node_label(p, b->pm->op, what)))
             return TK_ENOMEM;
     }
-    return 0;
+    return fuse_mlp(p);
 }
 
 /* --- views ---------------------------------------------------------------------------------------

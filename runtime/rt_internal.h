@@ -279,6 +279,13 @@ int tk_op_run_resolved(tk_ctx *ctx, const tk_resolved_op *op, const char *file, 
  * Both defs must be the process's built-ins. */
 const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *next);
 
+/* The built-in that runs tk::_linear_gelu and the tk::_linear_add of its result (what the pairs
+ * above make of linear, gelu, linear, add) as one fully fused MLP (kernels/mlp_ops.c): tk::_mlp
+ * (residual, x, w1, b1?, w2, b2?), for dtype f16/bf16, x's last dim d 64 or 128 and hidden units a
+ * multiple of 64 (w1 [hidden, d]); NULL otherwise. */
+const tk_op_def *tk_mlp_fused_def(const tk_op_def *first, const tk_op_def *second, tk_dtype dtype, int64_t d,
+                                  int64_t hidden);
+
 /* Whether a node of layout built-in def (kernels/layout_ops.c), with its recorded arguments
  * (args: nargs values, scalars where the node has them) over an input of this concrete shape and
  * element size, gives a contiguous run of the input's bytes: 1 with the run's start in *offset

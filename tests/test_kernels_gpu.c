@@ -706,6 +706,67 @@ static void gpu__row_ops_match_the_reference(void **state)
     }
 }
 
+/* --- tk::_mlp ------------------------------------------------------------------------------- */
+
+/* y = r + linear(gelu(linear(x, w1, b1)), w2, b2), x [B, S, D], hidden H: the GPU (the fused
+ * kernel where it takes the widths, else the two fused linears) against the CPU's two ops. The
+ * residual is x itself (the executor's case: tokmlp) or a tensor of its own. Tolerances: the GPU
+ * rounds the hidden layer to 16 bits once (after GELU in float), the CPU twice. */
+static void check_mlp(fixture *f, tk_dtype dt, int64_t B, int64_t S, int64_t D, int64_t H, int bias1, int bias2,
+                      int own_residual)
+{
+    const int64_t sx[3] = {B, S, D}, sw1[2] = {H, D}, sw2[2] = {D, H};
+    tk_tensor *h[6] = {own_residual ? host(dt, 3, sx) : NULL, host(dt, 3, sx), host(dt, 2, sw1),
+                       bias1 ? host(dt, 1, &H) : NULL, host(dt, 2, sw2), bias2 ? host(dt, 1, &D) : NULL};
+    const float lim[6] = {1.0f, 2.0f, 1.0f / sqrtf((float)D), 0.5f, 1.0f / sqrtf((float)H), 0.5f};
+    tk_tensor *d[6] = {NULL};
+    for (int i = 0; i < 6; i++)
+        if (h[i]) {
+            fill(h[i], -lim[i], lim[i]);
+            d[i] = upload(f, h[i]);
+        }
+    if (!own_residual)
+        h[0] = h[1], d[0] = d[1];
+    tk_tensor *ref = tk_call(f->cpu, "tk::_mlp", h[0], h[1], h[2], h[3], h[4], h[5]);
+    tk_tensor *dy = tk_call(f->gpu, "tk::_mlp", d[0], d[1], d[2], d[3], d[4], d[5]);
+    if (!ref || !dy)
+        fail_msg("tk::_mlp %s: %s", tk_dtype_name(dt), tk_error_last());
+    tk_assert_ok(tk_ctx_sync(f->gpu));
+    tk_tensor *got = download(f, dy);
+    char what[160];
+    snprintf(what, sizeof what, "tk::_mlp %s B=%lld S=%lld D=%lld H=%lld%s%s%s", tk_dtype_name(dt), (long long)B,
+             (long long)S, (long long)D, (long long)H, bias1 ? " b1" : "", bias2 ? " b2" : "",
+             own_residual ? " residual" : "");
+    assert_close(what, got, ref, dt == TK_F16 ? 1e-2 : 3e-2, dt == TK_F16 ? 4e-3 : 2e-2);
+    for (int i = own_residual ? 0 : 1; i < 6; i++) {
+        tk_tensor_free(h[i]);
+        tk_tensor_free(d[i]);
+    }
+    tk_tensor_free(ref);
+    tk_tensor_free(dy);
+    tk_tensor_free(got);
+}
+
+static void gpu__fused_mlp_matches_the_two_linears(void **state)
+{
+    fixture *f = *state;
+    const tk_dtype dts[] = {TK_BF16, TK_F16};
+    for (int i = 0; i < 2; i++) {
+        tk_dtype dt = dts[i];
+        check_mlp(f, dt, 1, 1, 64, 128, 1, 1, 0);       /* one row; one chunk a block */
+        check_mlp(f, dt, 2, 77, 128, 512, 1, 1, 0);     /* tokmlp's widths, a partial tile of rows */
+        check_mlp(f, dt, 1, 128, 128, 512, 1, 1, 0);    /* one cluster, both warpgroups */
+        check_mlp(f, dt, 3, 1500, 128, 512, 1, 1, 1);   /* 71 tiles, 36 clusters; a residual of its own */
+        check_mlp(f, dt, 4, 5000, 128, 512, 1, 1, 0);   /* 313 tiles: every cluster walks several rounds */
+        check_mlp(f, dt, 1, 300, 64, 384, 0, 1, 0);     /* three chunks a block (the loop, then one); no b1 */
+        check_mlp(f, dt, 1, 65, 128, 256, 1, 0, 1);     /* two chunks a block; no b2 */
+        check_mlp(f, dt, 1, 900, 64, 1152, 1, 1, 1);    /* nine chunks a block (D 64 takes up to 1280) */
+        check_mlp(f, dt, 2, 700, 128, 640, 1, 1, 0);    /* weights past the shared memory: the two linears */
+        check_mlp(f, dt, 2, 33, 128, 192, 1, 1, 0);     /* H not a multiple of 128: the two linears */
+        check_mlp(f, dt, 2, 33, 32, 128, 1, 1, 0);      /* D 32: the two linears */
+    }
+}
+
 /* --- tk::sdpa ------------------------------------------------------------------------------- */
 
 /* Attention's tolerances: f16/bf16 round p to the dtype before p v (tensor cores), the output once
@@ -978,6 +1039,7 @@ int main(void)
         GPU_TEST(gpu__gelu_matches_the_reference),
         GPU_TEST(gpu__row_ops_match_the_reference),
         GPU_TEST(gpu__sdpa_matches_the_reference),
+        GPU_TEST(gpu__fused_mlp_matches_the_two_linears),
         GPU_TEST(gpu__matmul_matches_the_reference),
         GPU_TEST(gpu__embedding_matches_the_reference),
         GPU_TEST(gpu__layout_ops_match_the_reference),

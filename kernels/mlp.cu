@@ -1,0 +1,357 @@
+/* The fully fused MLP of narrow width for the built-in tk::_mlp, what the executor runs
+ *   y = residual + linear2(gelu_tanh(linear1(x)))     x, residual, y [M, D]; D 64 or 128
+ * as (runtime/exec.c fuses tk::linear, tk::gelu, tk::linear and tk::add into it): linear1's weight
+ * w1 [H, D] and bias b1 [H], linear2's w2 [D, H] and b2 [D], H a multiple of 128, f16 or bf16.
+ *
+ * The hidden layer never leaves the chip, and neither do the weights: the kernel is persistent, in
+ * clusters of two blocks (one an SM), and each block of a cluster holds one half of the hidden
+ * units' weights in shared memory for the whole launch (w1's rows and w2's columns of those units:
+ * 128 KiB at D 128, H 512), loaded once. A cluster walks tiles of 64 rows of x; both its blocks
+ * take every tile, each through its own half of the hidden units, 64 at a time (a chunk):
+ *   s = x w1_c^T (wgmma, x and w1's chunk in shared memory), then bias and GELU in float, rounded
+ *   to 16 bits straight into the register operand of   acc += s w2_c^T.
+ * The chunks are software-pipelined: the next chunk's first product runs on the tensor cores while
+ * this chunk's GELU runs on the others. Each block then owns half of the tile's output columns:
+ * it sends the other half of its partial sums into its peer's shared memory (distributed shared
+ * memory), the two meet at a cluster barrier, and each adds the peer's part, b2 and the residual
+ * to its own and writes its columns of y. The next tile's rows come in (cp.async) while this one
+ * runs.
+ *
+ * Why: where cuBLASLt runs the two linears (GELU and the residual as epilogues) the hidden layer
+ * goes to memory and back (8 MB each way at 8192 rows of H 512); an earlier form of this kernel
+ * (blocks of 64 rows reading every weight from L2 for every tile, branch fused-mlp, 2026-11-26)
+ * was bound by that weight traffic and was slower than the cuBLASLt pair.
+ *
+ * sm_90a only (clusters, wgmma): the op runs the two linears elsewhere (mlp_ops.c). */
+#include <stdint.h>
+#include <tk/kernel.h>
+
+#include <type_traits>
+
+#include "lanes.cuh"
+#include "mlp_grid.h"
+#include "tiles.cuh"
+#include "wgmma.cuh"
+
+namespace {
+
+/* two warpgroups a block, each on its own tile of 64 rows; 64 hidden units a chunk */
+[[maybe_unused]] constexpr int NW = 2, kThreads = 128 * NW, BR = 64, BC = 64;
+
+extern __shared__ unsigned char tk_mlp_smem[]; /* TK_MLP_DYNAMIC(D, H) bytes */
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* gelu's tanh form with the hardware tanh (one special-function op where expf and a division take
+ * two: those units, not the tensor cores, would bound the kernel) */
+__device__ __forceinline__ float gelu_fast(float x)
+{
+    /* u = sqrt(2/pi) (x + 0.044715 x^3) = x (k + k 0.044715 x^2); 0.5 x (1 + t) = hx t + hx */
+    const float k = 0.7978845608028654f, k3 = 0.7978845608028654f * 0.044715f;
+    const float u = x * fmaf(k3, x * x, k), hx = 0.5f * x;
+    float t;
+    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
+    return fmaf(hx, t, hx);
+}
+template <int N> __device__ __forceinline__ void wg_wait_n()
+{
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank()
+{
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+/* the cluster's barrier, at the start and the end only (its release and acquire fence all memory) */
+__device__ __forceinline__ void cluster_arrive_relaxed()
+{
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+/* the address of the same shared-memory location in block `rank` of the cluster */
+__device__ __forceinline__ uint32_t peer_addr(uint32_t local, uint32_t rank)
+{
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(local), "r"(rank));
+    return r;
+}
+/* The exchange between the two blocks goes through mbarriers, not the cluster barrier: 16 bytes
+ * into the peer's shared memory that count, when they land, against the peer's barrier `bar`
+ * (st.async), a block's arrival that expects so many bytes, a wait for a phase, and a remote
+ * arrival that says a buffer was read. */
+__device__ __forceinline__ void st_async4(uint32_t addr, uint32_t bar, float a, float b, float c, float d)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
+                 ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes)
+{
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase)
+{
+    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+                 "@!done bra wait_%=;\n}\n" ::"r"(bar),
+                 "r"(phase)
+                 : "memory");
+}
+__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar_in_cluster)
+{
+    asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_in_cluster) : "memory");
+}
+#endif
+
+template <typename T, int D>
+__device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__restrict__ x, const T *__restrict__ w1,
+                                          const T *__restrict__ b1, const T *__restrict__ w2,
+                                          const T *__restrict__ b2, T *__restrict__ y, int M, int H)
+{
+#if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    __trap(); /* clusters and wgmma: the op launches this kernel on sm_90a only */
+#else
+    constexpr int NT = BC / 8, DT = D / 8, HT = DT / 2; /* n-tiles of a chunk, of y, of a block's half of y */
+    const int NC = H / (2 * BC);                      /* this block's chunks */
+    const uint32_t rank = cluster_rank();
+    const int cluster = (int)(blockIdx.x >> 1), nclusters = (int)(gridDim.x >> 1), ntiles = (M + BR - 1) / BR;
+    const int tid = threadIdx.x, wg = tid >> 7, wt = tid & 127; /* warpgroup, thread in it */
+    const int warp = wt >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3, r0 = warp * 16;
+
+    /* From the first 1024-byte boundary: the block's chunks of w1 ([64 hidden][D] each) and of w2
+     * ([D][64 hidden] each); each warpgroup's two tiles of x and exchange buffer (a half tile of
+     * partial sums); b1 of the block's hidden units. */
+    T *const tW1 = reinterpret_cast<T *>(tk_mlp_smem + ((1024u - (smem(tk_mlp_smem) & 1023u)) & 1023u));
+    T *const tW2 = tW1 + NC * BC * D;
+    T *const sX = tW2 + NC * BC * D + wg * 2 * BR * D;
+    float *const xch = reinterpret_cast<float *>(tW2 + NC * BC * D + NW * 2 * BR * D) + wg * HT * 4 * 128;
+    T *const sB1 =
+        reinterpret_cast<T *>(reinterpret_cast<float *>(tW2 + NC * BC * D + NW * 2 * BR * D) + NW * HT * 4 * 128);
+    /* the warpgroup's barriers: `full` completes when the peer's part of a tile has landed in the
+     * exchange buffer, `empty` when the peer has read what this block sent it */
+    const uint32_t full = smem(sB1 + NC * BC) + 16u * (uint32_t)wg, empty = full + 8u;
+
+    /* A round takes NW tiles a cluster, one a warpgroup: tile (round * nclusters + cluster) * NW + wg.
+     * Every warpgroup walks the same rounds (the cluster barriers count every thread); one whose tile
+     * is past the rows computes on zeros and stores nothing. */
+    auto tile_of = [&](int round) { return (round * nclusters + cluster) * NW + wg; };
+
+    /* groups: the block's weights and b1 with the warpgroup's first tile of x, then each next tile
+     * of x (b1 by cp.async too: a load through registers would hold the first round up) */
+    const int h0 = (int)rank * NC * BC;
+    for (int c = 0; c < NC; c++) {
+        load_tile<T, D, BC, kThreads>(tW1 + c * BC * D, w1, D, h0 + c * BC, H);
+        load_tile<T, BC, D, kThreads>(tW2 + c * BC * D, w2 + h0 + c * BC, H, 0, D);
+    }
+    for (int i = tid; i < NC * BC / 8; i += kThreads) /* 16 bytes a thread; zeros without b1 */
+        cp_async16(smem(sB1 + 8 * i), b1 ? b1 + h0 + 8 * i : w1, b1 != nullptr);
+    load_tile<T, D, BR, 128>(sX, x, D, tile_of(0) * BR, M, wt);
+    cp_commit();
+    if (wt == 0) {
+        mbar_init(full, 1);
+        mbar_init(empty, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    cluster_arrive_relaxed(); /* the peer has started, and its barriers are set, before it is written */
+
+    /* this block's columns of b2, a lane's two of each of its n-tiles */
+    float bias2[HT][2];
+#pragma unroll
+    for (int n = 0; n < HT; n++) {
+        const int o = ((int)rank * HT + n) * 8 + 2 * t;
+        bias2[n][0] = b2 ? lanes<T>::load1(b2 + o) : 0.0f;
+        bias2[n][1] = b2 ? lanes<T>::load1(b2 + o + 1) : 0.0f;
+    }
+
+    float acc[DT][4], s0[NT][4], s1[NT][4];
+    uint32_t hf[BC / 16][4];
+
+    /* s = x w1_c^T for chunk c into s (committed as one group) */
+    auto first = [&](float (&s)[NT][4], const T *xt, int c) {
+        wg_hold(flat<4 * NT>(s));
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++)
+            wgmma<T, BC>::ss(flat<4 * NT>(s), wg_desc(xt + swz<D, BR>(0, 2 * kk), 16, 1024),
+                             wg_desc(tW1 + c * BC * D + swz<D, BC>(0, 2 * kk), 16, 1024), kk > 0);
+        wg_commit();
+    };
+    /* bias and GELU in float (a lane's columns 2t, 2t + 1 of each n-tile, rows g and g + 8), then
+     * 16 bits in the operand layout of the second product: n-tiles 2kk, 2kk + 1 are its k-step kk */
+    auto act = [&](float (&s)[NT][4], uint32_t (&hf)[BC / 16][4], int c) {
+        wg_hold(flat<4 * NT>(s));
+#pragma unroll
+        for (int n = 0; n < NT; n++) {
+            float bb0, bb1;
+            lanes<T>::unpack2(*reinterpret_cast<const uint32_t *>(sB1 + c * BC + n * 8 + 2 * t), bb0, bb1);
+            s[n][0] = gelu_fast(s[n][0] + bb0);
+            s[n][1] = gelu_fast(s[n][1] + bb1);
+            s[n][2] = gelu_fast(s[n][2] + bb0);
+            s[n][3] = gelu_fast(s[n][3] + bb1);
+        }
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) {
+            hf[kk][0] = lanes<T>::pack2(s[2 * kk][0], s[2 * kk][1]);
+            hf[kk][1] = lanes<T>::pack2(s[2 * kk][2], s[2 * kk][3]);
+            hf[kk][2] = lanes<T>::pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+            hf[kk][3] = lanes<T>::pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        }
+    };
+    /* acc += h w2_c^T: w2's chunk is [D outputs][64 hidden], the hidden units contiguous (K-major) */
+    auto second = [&](uint32_t (&hf)[BC / 16][4], int c) {
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++)
+            asm volatile("" : "+r"(hf[kk][0]), "+r"(hf[kk][1]), "+r"(hf[kk][2]), "+r"(hf[kk][3])::"memory");
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++)
+            wgmma<T, D>::rs_k(flat<4 * DT>(acc), hf[kk], wg_desc(tW2 + c * BC * D + swz<BC, D>(0, 2 * kk), 16, 1024));
+        wg_commit();
+    };
+
+    for (int k = 0; (k * nclusters + cluster) * NW < ntiles; k++) {
+        const int buf = k & 1, m0 = tile_of(k) * BR;
+        const T *const xt = sX + buf * BR * D;
+        /* the next tile's rows into the other buffer (its last reader, the tile before, is done) */
+        if ((((k + 1) * nclusters + cluster) * NW) < ntiles)
+            load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
+        cp_commit();
+        /* the residual of this block's columns, in flight during the products */
+        uint32_t res[2][HT];
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int m = m0 + r0 + g + hr * 8;
+#pragma unroll
+            for (int n = 0; n < HT; n++)
+                res[hr][n] = r && m < M ? __ldg(reinterpret_cast<const unsigned int *>(
+                                              r + (long long)m * D + ((int)rank * HT + n) * 8 + 2 * t))
+                                        : 0u;
+        }
+        cp_wait_newest_pending(); /* this tile's rows (and, the first time, the weights) are in */
+        wg_proxy_fence();
+        /* the weights came through every thread of the block, the rows through the warpgroup's: after
+         * the first round the two warpgroups do not wait for each other (their products and GELUs
+         * then interleave instead of coinciding) */
+        if (k == 0)
+            __syncthreads();
+        else
+            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+
+#pragma unroll
+        for (int n = 0; n < DT; n++)
+            acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
+        wg_hold(flat<4 * DT>(acc)); /* zeros before the first product's fence, not sunk past it */
+        /* The chunks in pairs, s0 and s1 in turn: chunk c + 1's first product is issued before
+         * chunk c's GELU, and at most that one is pending then (wait 1): chunk c's first product is
+         * done, and the second product before, the last reader of hf. No product is issued under a
+         * condition inside a pair (ptxas then serializes them all): the last one or two chunks are
+         * their own code. */
+        first(s0, xt, 0);
+        int c = 0;
+        for (; c + 2 < NC; c += 2) {
+            first(s1, xt, c + 1);
+            wg_wait_n<1>();
+            act(s0, hf, c);
+            second(hf, c);
+            first(s0, xt, c + 2);
+            wg_wait_n<1>();
+            act(s1, hf, c + 1);
+            second(hf, c + 1);
+        }
+        if (c + 1 < NC) {
+            first(s1, xt, c + 1);
+            wg_wait_n<1>();
+            act(s0, hf, c);
+            second(hf, c);
+            wg_wait_n<0>();
+            act(s1, hf, c + 1);
+            second(hf, c + 1);
+        } else {
+            wg_wait_n<0>();
+            act(s0, hf, c);
+            second(hf, c);
+        }
+        wg_wait_n<0>();
+        wg_hold(flat<4 * DT>(acc));
+
+        /* The peer's columns of the partial sums into the warpgroup's exchange buffer there: a
+         * lane's elements at its own index (the same thread of the peer holds the same rows and
+         * columns), 16 bytes a store; then y = acc + the peer's part + b2 + residual for this
+         * block's columns (ranks as constants: acc is indexed by them, and registers cannot be
+         * indexed at run time). Round k's parts complete phase k % 2 of `full`; the peer's arrival
+         * on `empty` after reading round k lets round k + 1's parts go. */
+        if (k == 0)
+            cluster_wait(); /* the peer has started */
+        else
+            mbar_wait(empty, (uint32_t)(k - 1) & 1u);
+        auto exchange = [&](auto rank_c) {
+            constexpr int me = decltype(rank_c)::value, other = me ^ 1;
+            const uint32_t theirs = peer_addr(smem(xch), (uint32_t)other);
+            const uint32_t their_full = peer_addr(full, (uint32_t)other);
+#pragma unroll
+            for (int n = 0; n < HT; n++)
+                st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, acc[other * HT + n][0],
+                          acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
+            if (wt == 0)
+                mbar_expect(full, (uint32_t)(HT * 128 * 16));
+            mbar_wait(full, (uint32_t)k & 1u); /* the peer's part of this block's columns is in */
+#pragma unroll
+            for (int n = 0; n < HT; n++) {
+                const float4 p = *reinterpret_cast<const float4 *>(xch + (n * 128 + wt) * 4);
+                const float *a = acc[me * HT + n];
+                const int o = (me * HT + n) * 8 + 2 * t;
+                const float v[4] = {a[0] + p.x + bias2[n][0], a[1] + p.y + bias2[n][1], a[2] + p.z + bias2[n][0],
+                                    a[3] + p.w + bias2[n][1]};
+#pragma unroll
+                for (int hr = 0; hr < 2; hr++) {
+                    const int m = m0 + r0 + g + hr * 8;
+                    float lo, hi;
+                    lanes<T>::unpack2(res[hr][n], lo, hi);
+                    if (m < M)
+                        *reinterpret_cast<uint32_t *>(y + (long long)m * D + o) =
+                            lanes<T>::pack2(v[2 * hr] + lo, v[2 * hr + 1] + hi);
+                }
+            }
+        };
+        if (rank == 0)
+            exchange(std::integral_constant<int, 0>{});
+        else
+            exchange(std::integral_constant<int, 1>{});
+        /* the warpgroup has read its buffer: the peer may send the next round (after the last, no
+         * arrival: nothing then reaches into a block that may have exited) */
+        if ((((k + 1) * nclusters + cluster) * NW) < ntiles) {
+            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+            if (wt == 0)
+                mbar_arrive_remote(peer_addr(empty, rank ^ 1u));
+        }
+    }
+    cluster_arrive_relaxed();
+    cluster_wait(); /* both blocks are done with each other's memory */
+#endif
+}
+
+} // namespace
+
+#define TK_MLP_ARGS(T)                                                                                      \
+    const T *__restrict__ r, const T *__restrict__ x, const T *__restrict__ w1, const T *__restrict__ b1,   \
+        const T *__restrict__ w2, const T *__restrict__ b2, T *__restrict__ y, int M, int H
+
+/* clusters of two blocks of two warpgroups, one block an SM (its shared memory: TK_MLP_DYNAMIC) */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define TK_MLP_CLUSTER __cluster_dims__(2, 1, 1)
+#else
+#define TK_MLP_CLUSTER
+#endif
+#define TK_MLP_FUSED(name, T, D)                                                                            \
+    TK_KERNEL void TK_MLP_CLUSTER __launch_bounds__(kThreads, 1) name(TK_MLP_ARGS(T))                       \
+    {                                                                                                       \
+        mlp_fused<T, D>(r, x, w1, b1, w2, b2, y, M, H);                                                     \
+    }
+TK_MLP_FUSED(tk_mlp_fused_f16_d64, __half, 64)
+TK_MLP_FUSED(tk_mlp_fused_f16_d128, __half, 128)
+TK_MLP_FUSED(tk_mlp_fused_bf16_d64, __nv_bfloat16, 64)
+TK_MLP_FUSED(tk_mlp_fused_bf16_d128, __nv_bfloat16, 128)

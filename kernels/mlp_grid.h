@@ -1,0 +1,32 @@
+/* The fused MLP kernel's shapes (kernels/mlp.cu), in one place for the kernel, the op that
+ * launches it (mlp_ops.c) and the executor's fusion (runtime/exec.c, through tk_mlp_fused_def).
+ *
+ * Clusters of two blocks of two warpgroups (256 threads), one block an SM; each block keeps half
+ * of the hidden units' weights in shared memory (H / 2 rows of w1 and columns of w2: 2 H D bytes)
+ * and their b1 (H bytes); each warpgroup two tiles of 64 rows of x (256 D bytes) and
+ * the exchange buffer of its peer's partial sums (64 rows by D / 2 floats: 128 D bytes) and two
+ * mbarriers (16 bytes); with 1 KiB
+ * to align them to 1024 bytes: TK_MLP_DYNAMIC bytes of dynamic shared memory, launched by
+ * tk_wrap_shared (D 128, H 512: 226 KiB). */
+#ifndef TK_MLP_GRID_H
+#define TK_MLP_GRID_H
+
+#define TK_MLP_THREADS 256
+#define TK_MLP_DYNAMIC(d, h) (2 * (h) * (d) + 768 * (d) + (h) + 32 + 1024)
+
+/* Fewer rows than this run as the two linears (mlp_ops.c: min_rows) */
+#define TK_MLP_MIN_ROWS 2048
+
+/* What an SM of sm_90 gives a block at most (227 KiB): the widths the kernel takes must fit. */
+#define TK_MLP_SHARED_MAX 232448
+
+/* The widths the kernel takes: x's last dim d (the MLP's input and output) 64 or 128, and a
+ * hidden layer of a positive multiple of 128 units whose weights fit the shared memory (D 128: H
+ * up to 512; D 64: up to 1280). */
+static inline int tk_mlp_takes(long long d, long long hidden)
+{
+    return (d == 64 || d == 128) && hidden > 0 && hidden % 128 == 0 && hidden <= 4096 &&
+           TK_MLP_DYNAMIC(d, hidden) <= TK_MLP_SHARED_MAX;
+}
+
+#endif
