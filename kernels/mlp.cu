@@ -8,8 +8,9 @@
  * units' weights in shared memory for the whole launch (w1's rows and w2's columns of those units:
  * 128 KiB at D 128, H 512), loaded once. A cluster walks tiles of 64 rows of x; both its blocks
  * take every tile, each through its own half of the hidden units, 64 at a time (a chunk):
- *   s = x w1_c^T (wgmma, x and w1's chunk in shared memory), then bias and GELU in float, rounded
- *   to 16 bits straight into the register operand of   acc += s w2_c^T.
+ *   s = x w1_c^T (wgmma, x and w1's chunk in shared memory), then the bias in float, rounded to
+ *   16-bit pairs and through GELU in that type, straight into the register operand of
+ *   acc += gelu(s + b1) w2_c^T.
  * The chunks are software-pipelined: the next chunk's first product runs on the tensor cores while
  * this chunk's GELU runs on the others. Each block then owns half of the tile's output columns:
  * it sends the other half of its partial sums into its peer's shared memory (distributed shared
@@ -41,16 +42,36 @@ namespace {
 extern __shared__ unsigned char tk_mlp_smem[]; /* TK_MLP_DYNAMIC(D, H) bytes */
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-/* gelu's tanh form with the hardware tanh (one special-function op where expf and a division take
- * two: those units, not the tensor cores, would bound the kernel) */
-__device__ __forceinline__ float gelu_fast(float x)
+/* gelu's tanh form on two 16-bit values at once, in their own type (bf16x2 or f16x2: half the
+ * instructions of float, and one hardware tanh for both; the special-function units, not the
+ * tensor cores, would otherwise bound the kernel):
+ *   u = x (k + k3 x^2), k = sqrt(2/pi), k3 = 0.044715 k;   gelu = 0.5 x (1 + tanh u) = hx tanh u + hx
+ * Large |x| ends where it should: x^2 inf -> tanh +-1 -> x or 0. */
+#define TK__GELU2(name, TY)                                                                                 \
+    __device__ __forceinline__ uint32_t name(uint32_t x, uint32_t k, uint32_t k3, uint32_t half)            \
+    {                                                                                                       \
+        uint32_t x2, p, u, th, hx, y;                                                                       \
+        asm("mul.rn." TY " %0, %1, %1;" : "=r"(x2) : "r"(x));                                               \
+        asm("fma.rn." TY " %0, %1, %2, %3;" : "=r"(p) : "r"(x2), "r"(k3), "r"(k));                          \
+        asm("mul.rn." TY " %0, %1, %2;" : "=r"(u) : "r"(x), "r"(p));                                        \
+        asm("tanh.approx." TY " %0, %1;" : "=r"(th) : "r"(u));                                              \
+        asm("mul.rn." TY " %0, %1, %2;" : "=r"(hx) : "r"(x), "r"(half));                                    \
+        asm("fma.rn." TY " %0, %1, %2, %3;" : "=r"(y) : "r"(hx), "r"(th), "r"(hx));                         \
+        return y;                                                                                           \
+    }
+TK__GELU2(gelu2_bf16, "bf16x2")
+TK__GELU2(gelu2_f16, "f16x2")
+#undef TK__GELU2
+template <typename T> __device__ __forceinline__ uint32_t gelu2(uint32_t x, uint32_t k, uint32_t k3, uint32_t half);
+template <>
+__device__ __forceinline__ uint32_t gelu2<__nv_bfloat16>(uint32_t x, uint32_t k, uint32_t k3, uint32_t half)
 {
-    /* u = sqrt(2/pi) (x + 0.044715 x^3) = x (k + k 0.044715 x^2); 0.5 x (1 + t) = hx t + hx */
-    const float k = 0.7978845608028654f, k3 = 0.7978845608028654f * 0.044715f;
-    const float u = x * fmaf(k3, x * x, k), hx = 0.5f * x;
-    float t;
-    asm("tanh.approx.f32 %0, %1;" : "=f"(t) : "f"(u));
-    return fmaf(hx, t, hx);
+    return gelu2_bf16(x, k, k3, half);
+}
+template <>
+__device__ __forceinline__ uint32_t gelu2<__half>(uint32_t x, uint32_t k, uint32_t k3, uint32_t half)
+{
+    return gelu2_f16(x, k, k3, half);
 }
 template <int N> __device__ __forceinline__ void wg_wait_n()
 {
@@ -159,13 +180,10 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     cluster_arrive_relaxed(); /* the peer has started, and its barriers are set, before it is written */
 
     /* this block's columns of b2, a lane's two of each of its n-tiles */
-    float bias2[HT][2];
+    uint32_t bias2[HT]; /* 16-bit pairs, unpacked where used: the loads do not hold the first round up */
 #pragma unroll
-    for (int n = 0; n < HT; n++) {
-        const int o = ((int)rank * HT + n) * 8 + 2 * t;
-        bias2[n][0] = b2 ? lanes<T>::load1(b2 + o) : 0.0f;
-        bias2[n][1] = b2 ? lanes<T>::load1(b2 + o + 1) : 0.0f;
-    }
+    for (int n = 0; n < HT; n++)
+        bias2[n] = b2 ? __ldg(reinterpret_cast<const unsigned int *>(b2 + ((int)rank * HT + n) * 8 + 2 * t)) : 0u;
 
     float acc[DT][4], s0[NT][4], s1[NT][4];
     uint32_t hf[BC / 16][4];
@@ -180,25 +198,20 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
                              wg_desc(tW1 + c * BC * D + swz<D, BC>(0, 2 * kk), 16, 1024), kk > 0);
         wg_commit();
     };
-    /* bias and GELU in float (a lane's columns 2t, 2t + 1 of each n-tile, rows g and g + 8), then
-     * 16 bits in the operand layout of the second product: n-tiles 2kk, 2kk + 1 are its k-step kk */
+    /* bias in float, then the pairs (a lane's columns 2t, 2t + 1 of each n-tile, rows g and g + 8)
+     * rounded to 16 bits and through GELU in that type, straight into the operand layout of the
+     * second product: n-tiles 2kk, 2kk + 1 are its k-step kk */
+    const uint32_t gk = lanes<T>::pack2(0.7978845608028654f, 0.7978845608028654f);
+    const uint32_t gk3 = lanes<T>::pack2(0.7978845608028654f * 0.044715f, 0.7978845608028654f * 0.044715f);
+    const uint32_t ghalf = lanes<T>::pack2(0.5f, 0.5f);
     auto act = [&](float (&s)[NT][4], uint32_t (&hf)[BC / 16][4], int c) {
         wg_hold(flat<4 * NT>(s));
 #pragma unroll
         for (int n = 0; n < NT; n++) {
             float bb0, bb1;
             lanes<T>::unpack2(*reinterpret_cast<const uint32_t *>(sB1 + c * BC + n * 8 + 2 * t), bb0, bb1);
-            s[n][0] = gelu_fast(s[n][0] + bb0);
-            s[n][1] = gelu_fast(s[n][1] + bb1);
-            s[n][2] = gelu_fast(s[n][2] + bb0);
-            s[n][3] = gelu_fast(s[n][3] + bb1);
-        }
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++) {
-            hf[kk][0] = lanes<T>::pack2(s[2 * kk][0], s[2 * kk][1]);
-            hf[kk][1] = lanes<T>::pack2(s[2 * kk][2], s[2 * kk][3]);
-            hf[kk][2] = lanes<T>::pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-            hf[kk][3] = lanes<T>::pack2(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+            hf[n >> 1][2 * (n & 1)] = gelu2<T>(lanes<T>::pack2(s[n][0] + bb0, s[n][1] + bb1), gk, gk3, ghalf);
+            hf[n >> 1][2 * (n & 1) + 1] = gelu2<T>(lanes<T>::pack2(s[n][2] + bb0, s[n][3] + bb1), gk, gk3, ghalf);
         }
     };
     /* acc += h w2_c^T: w2's chunk is [D outputs][64 hidden], the hidden units contiguous (K-major) */
@@ -304,8 +317,9 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
                 const float4 p = *reinterpret_cast<const float4 *>(xch + (n * 128 + wt) * 4);
                 const float *a = acc[me * HT + n];
                 const int o = (me * HT + n) * 8 + 2 * t;
-                const float v[4] = {a[0] + p.x + bias2[n][0], a[1] + p.y + bias2[n][1], a[2] + p.z + bias2[n][0],
-                                    a[3] + p.w + bias2[n][1]};
+                float bb0, bb1;
+                lanes<T>::unpack2(bias2[n], bb0, bb1);
+                const float v[4] = {a[0] + p.x + bb0, a[1] + p.y + bb1, a[2] + p.z + bb0, a[3] + p.w + bb1};
 #pragma unroll
                 for (int hr = 0; hr < 2; hr++) {
                     const int m = m0 + r0 + g + hr * 8;

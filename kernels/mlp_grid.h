@@ -15,7 +15,7 @@
 #define TK_MLP_DYNAMIC(d, h) (2 * (h) * (d) + 768 * (d) + (h) + 32 + 1024)
 
 /* Fewer rows than this run as the two linears (mlp_ops.c: min_rows) */
-#define TK_MLP_MIN_ROWS 2048
+#define TK_MLP_MIN_ROWS 2304
 
 /* What an SM of sm_90 gives a block at most (227 KiB): the widths the kernel takes must fit. */
 #define TK_MLP_SHARED_MAX 232448

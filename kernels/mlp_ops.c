@@ -99,7 +99,7 @@ static int mlp_kernel_takes(tk_tensor *const *in, const tk_tensor *y, int64_t *M
         if (tk_tensor_dtype(all[i]) != dt || !tk_tensor_is_contiguous(all[i]) || !aligned16(tk_tensor_data(all[i])))
             return 0;
     return (!b1 || (tk_tensor_dtype(b1) == dt && tk_tensor_is_contiguous(b1) && aligned16(tk_tensor_data(b1)))) &&
-           (!b2 || (tk_tensor_dtype(b2) == dt && tk_tensor_is_contiguous(b2)));
+           (!b2 || (tk_tensor_dtype(b2) == dt && tk_tensor_is_contiguous(b2) && aligned16(tk_tensor_data(b2))));
 }
 
 /* the two linears' FLOPs and the GELU's; bytes: x, the residual, the weights and y once each (the

@@ -1022,7 +1022,7 @@ static void gpu__layout_ops_match_the_reference(void **state)
 
 int main(void)
 {
-    /* tk::_mlp runs calls under 2048 rows as the two linears: every case here through the kernel */
+    /* tk::_mlp runs calls under TK_MLP_MIN_ROWS rows as the two linears: every case here through the kernel */
     setenv("TK_MLP_MIN_ROWS", "0", 1);
     if (tk_cuda_available() != 0) {
         fprintf(stderr, "skipped: %s\n", tk_error_last());
