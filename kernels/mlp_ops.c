@@ -30,14 +30,19 @@ static int mlp_unfused(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
 {
     const tk_tensor *x = in[1];
     int rank = tk_tensor_rank(x), rc = 0;
+    if (rank < 1 || tk_tensor_rank(in[2]) != 2)
+        return tk_error_set(TK_EINVAL, "tk::_mlp: x has %d dims and w1 %d; expected x [..., D] and w1 [H, D]", rank,
+                            tk_tensor_rank(in[2]));
     int64_t shape[TK_MAX_DIMS];
     for (int i = 0; i < rank - 1; i++)
         shape[i] = tk_tensor_dim(x, i);
     shape[rank - 1] = tk_tensor_dim(in[2], 0);
     tk_tensor *h = in[6], *own = NULL;
-    if (h && (tk_tensor_rank(h) != rank || tk_tensor_dtype(h) != tk_tensor_dtype(x) ||
-              tk_numel(h) != tk_numel(x) / (shape[rank - 1] ? tk_tensor_dim(x, rank - 1) : 1) * shape[rank - 1]))
-        return tk_error_set(TK_EINVAL, "tk::_mlp: the hidden tensor is not x's shape with %lld units",
+    int same = h && tk_tensor_rank(h) == rank && tk_tensor_dtype(h) == tk_tensor_dtype(x);
+    for (int i = 0; same && i < rank; i++)
+        same = tk_tensor_dim(h, i) == shape[i];
+    if (h && !same)
+        return tk_error_set(TK_EINVAL, "tk::_mlp: the hidden tensor is not x's shape and dtype with %lld units last",
                             (long long)shape[rank - 1]);
     if (!h && (rc = tk_tensor_new(&own, ctx, tk_ctx_device(ctx), tk_tensor_dtype(x), rank, shape)))
         return rc;

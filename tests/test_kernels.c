@@ -447,6 +447,54 @@ static void ref__matmul_matches_hand_computed_products(void **state)
         tk_tensor_free(fl[i]);
 }
 
+/* tk::_mlp on the CPU runs the two fused linears: through the hidden tensor the executor gives it
+ * (which then holds gelu(x w1^T + b1)) or one of its own, the same output either way; a hidden
+ * tensor of another shape is refused with one line */
+static void ref__mlp_runs_the_pairs_through_the_hidden_tensor_it_is_given(void **state)
+{
+    tk_ctx *ctx = *state;
+    enum { B = 2, S = 3, D = 4, H = 8 };
+    float xv[B * S * D], w1v[H * D], b1v[H], w2v[D * H], b2v[D];
+    for (int i = 0; i < B * S * D; i++)
+        xv[i] = (float)((i * 7) % 11) / 5.0f - 1.0f;
+    for (int i = 0; i < H * D; i++)
+        w1v[i] = (float)((i * 5) % 9) / 8.0f - 0.5f, w2v[i] = (float)((i * 3) % 7) / 6.0f - 0.5f;
+    for (int i = 0; i < H; i++)
+        b1v[i] = 0.125f * (float)(i % 3);
+    for (int i = 0; i < D; i++)
+        b2v[i] = -0.25f * (float)i;
+    const int64_t sx[3] = {B, S, D}, sw1[2] = {H, D}, sw2[2] = {D, H}, sh[3] = {B, S, H}, sb1 = H, sb2 = D;
+    tk_tensor *x = tensor_of(TK_F32, 3, sx, xv), *w1 = tensor_of(TK_F32, 2, sw1, w1v);
+    tk_tensor *w2 = tensor_of(TK_F32, 2, sw2, w2v);
+    tk_tensor *b1 = tensor_of(TK_F32, 1, &sb1, b1v), *b2 = tensor_of(TK_F32, 1, &sb2, b2v), *h, *bad;
+    tk_assert_ok(tk_tensor_new(&h, NULL, CPU, TK_F32, 3, sh));
+    tk_assert_ok(tk_tensor_new(&bad, NULL, CPU, TK_F32, 3, sx));
+    memset(tk_tensor_data(h), 0, sizeof(float) * B * S * H);
+    tk_tensor *own = tk_call(ctx, "tk::_mlp", x, x, w1, b1, w2, b2);
+    tk_tensor *given = tk_call(ctx, "tk::_mlp", x, x, w1, b1, w2, b2, h);
+    assert_non_null(own);
+    assert_non_null(given);
+    assert_memory_equal(tk_tensor_data(own), tk_tensor_data(given), sizeof(float) * B * S * D);
+    /* row 0, unit 0: gelu(x[0] . w1[0] + b1[0]) in the hidden tensor; y row 0 col 0 by hand in double */
+    double u0 = b1v[0], y0 = xv[0] + b2v[0];
+    for (int k = 0; k < D; k++)
+        u0 += (double)xv[k] * w1v[k];
+    assert_near(value_at(h, 0), 0.5 * u0 * (1.0 + tanh(0.7978845608028654 * (u0 + 0.044715 * u0 * u0 * u0))), 1e-5,
+                "hidden", 0);
+    for (int j = 0; j < H; j++) {
+        double u = b1v[j];
+        for (int k = 0; k < D; k++)
+            u += (double)xv[k] * w1v[j * D + k];
+        y0 += w2v[j] * 0.5 * u * (1.0 + tanh(0.7978845608028654 * (u + 0.044715 * u * u * u)));
+    }
+    assert_near(value_at(given, 0), y0, 1e-5, "mlp", 0);
+    assert_null(tk_call(ctx, "tk::_mlp", x, x, w1, b1, w2, b2, bad));
+    assert_contains(tk_error_last(), "tk::_mlp: the hidden tensor is not x's shape and dtype with 8 units last");
+    tk_tensor *fl[] = {x, w1, w2, b1, b2, h, bad, own, given};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        tk_tensor_free(fl[i]);
+}
+
 /* rows picked by i32 and i64 ids of rank 2; an id out of range is refused, naming it */
 static void ref__embedding_gathers_rows(void **state)
 {
@@ -997,6 +1045,7 @@ int main(void)
         CPU_TEST(ref__sdpa_matches_hand_computed_attention),
         CPU_TEST(ref__sdpa_layouts_agree),
         CPU_TEST(ref__matmul_matches_hand_computed_products),
+        CPU_TEST(ref__mlp_runs_the_pairs_through_the_hidden_tensor_it_is_given),
         CPU_TEST(ref__embedding_gathers_rows),
         CPU_TEST(ref__layout_ops_move_elements_where_pytorch_does),
         CPU_TEST(ref__f16_and_bf16_compute_in_float_and_round_once),
