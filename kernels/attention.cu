@@ -39,6 +39,8 @@
 
 namespace {
 
+extern __shared__ unsigned char tk_sdpa_smem[]; /* TK_SDPA_DYNAMIC(D, WG) bytes, where not 0 */
+
 constexpr int kThreads = 128; /* a warpgroup; the row kernel's block */
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLazy = 8.0f; /* log2 of how far p may exceed 1 before the running maximum moves */

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <tk/kernel.h>
 
-#include "gelu.cuh"
 #include "lanes.cuh"
 
 namespace {
@@ -48,6 +47,18 @@ struct op_cos16 { __device__ __forceinline__ float operator()(float x) const { r
  * 2^126, which is the right limit here (x very negative, silu(x) -> 0). */
 struct op_silu {
     __device__ __forceinline__ float operator()(float x) const { return __fdividef(x, 1.0f + expf(-x)); }
+};
+
+/* The tanh form 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), computed as
+ * x * sigmoid(2u): 0.5 (1 + tanh(u)) = 1 / (1 + exp(-2u)) exactly, and this form does not cancel
+ * where tanh(u) nears -1 (x below about -3), so it stays accurate in relative terms there. */
+struct op_gelu {
+    __device__ __forceinline__ float operator()(float x) const
+    {
+        const float k2 = 1.5957691216057308f; /* 2 sqrt(2/pi) */
+        float u2 = k2 * fmaf(0.044715f * x, x * x, x);
+        return __fdividef(x, 1.0f + expf(-u2));
+    }
 };
 
 /* The exact form 0.5 x (1 + erf(x / sqrt 2)) (PyTorch's approximate='none'), as 0.5 x erfc(-x / sqrt 2):

@@ -25,7 +25,7 @@
  * up to 512; D 64: up to 1280). */
 static inline int tk_mlp_takes(long long d, long long hidden)
 {
-    return (d == 64 || d == 128) && hidden > 0 && hidden % 128 == 0 && hidden <= 4096 &&
+    return (d == 64 || d == 128) && hidden > 0 && hidden % 128 == 0 &&
            TK_MLP_DYNAMIC(d, hidden) <= TK_MLP_SHARED_MAX;
 }
 

@@ -128,9 +128,7 @@ TK_OP(tk_mlp_op, "tk::_mlp",
         return mlp_unfused(ctx, in, out);
     if (M == 0)
         return 0;
-    int major = 0, minor = 0;
-    if (M < min_rows() || tk_cuda_compute_capability(tk_ctx_device(ctx).index, &major, &minor) || major != 9 ||
-        minor != 0)
+    if (M < min_rows() || tk_cuda_cc_of(ctx) != 90)
         return mlp_unfused(ctx, in, out); /* few rows; or not sm_90, the only cubin the kernel has */
     static const tk_kernel *const kernels[2][2] = {{tk_mlp_fused_f16_d64, tk_mlp_fused_f16_d128},
                                                    {tk_mlp_fused_bf16_d64, tk_mlp_fused_bf16_d128}};

@@ -99,8 +99,6 @@ __device__ __forceinline__ float (&flat(float (&a)[N / 4][4]))[N]
     return *reinterpret_cast<float(*)[N]>(&a[0][0]);
 }
 
-extern __shared__ unsigned char tk_sdpa_smem[]; /* TK_SDPA_DYNAMIC(D, WG) bytes, where not 0 */
-
 } // namespace
 
 #endif

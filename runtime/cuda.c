@@ -183,6 +183,10 @@ static int device_get(tk_cu_device **out, int ordinal)
         int sms = 0;
         TK_CU_CHECK(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev));
         d->sm_count = sms > 0 ? sms : 1;
+        int major = 0, minor = 0;
+        TK_CU_CHECK(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
+        TK_CU_CHECK(cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
+        d->cc = major * 10 + minor;
         d->ready = 1;
     }
     *out = d;
@@ -414,6 +418,11 @@ int tk_cuda_sm_count_of(tk_ctx *ctx)
     return ctx && ctx->cuda ? ctx->cuda->dev->sm_count : 1;
 }
 
+int tk_cuda_cc_of(tk_ctx *ctx)
+{
+    return ctx && ctx->cuda ? ctx->cuda->dev->cc : 0;
+}
+
 int tk_cuda_device_count(int *n)
 {
     *n = 0;
@@ -429,10 +438,8 @@ int tk_cuda_compute_capability(int ordinal, int *major, int *minor)
     int rc = device_get(&d, ordinal);
     if (rc)
         return rc;
-    TK_CU_CHECK(cuDeviceGetAttribute(major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev));
-    TK_CU_CHECK(cuDeviceGetAttribute(minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev));
-done:
-    return rc;
+    *major = d->cc / 10, *minor = d->cc % 10;
+    return 0;
 }
 
 int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version)
@@ -969,6 +976,7 @@ int tk_cuda_memcpy2d(tk_ctx *ctx, void *dst, tk_device dst_dev, size_t dpitch, c
 int tk_cuda_sync(tk_ctx *ctx) { (void)ctx; return no_cuda(); }
 void *tk_cuda_stream(tk_ctx *ctx) { (void)ctx; return NULL; }
 int tk_cuda_sm_count_of(tk_ctx *ctx) { (void)ctx; return 1; }
+int tk_cuda_cc_of(tk_ctx *ctx) { (void)ctx; return 0; }
 int tk_cuda_device_count(int *n) { *n = 0; return no_cuda(); }
 int tk_cuda_device_info(int ordinal, char *name, size_t n, int *driver_version)
 {

@@ -158,6 +158,7 @@ typedef struct tk_cu_device {
     CUdevice dev;
     CUcontext pctx;
     int sm_count;
+    int cc; /* compute capability, major * 10 + minor */
     int shared_optin; /* the dynamic shared memory a block may opt in to (launch.c; 0: not asked yet) */
     /* launch.c: modules loaded on first need and the kernels found in them */
     tk_cu_module *modules;

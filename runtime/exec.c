@@ -393,13 +393,11 @@ static int fuse_mlp(tk_exec_program *p)
         if (a->absorbed || a->folded || k == nn)
             continue;
         b = &p->nodes[k];
-        /* the ops first (tk_mlp_fused_def with widths it takes), then the values */
-        if (b->folded || a->pm->nout != 1 || b->pm->nout != 1 ||
-            !tk_mlp_fused_def(a->op.def, b->op.def, TK_BF16, 64, 128))
-            continue;
+        /* the values (where the ops are tk_mlp_fused_def's, x is a's input 0, w1 its 1, h b's input 1,
+         * w2 its 2), then the ops with the widths */
         int h = a->out[0];
-        if (a->nin < 2 || b->nin < 3 || a->in[1] < 0 || b->in[2] < 0 || b->in[1] != h || b->in[0] < 0 ||
-            p->values[h].output >= 0 || readers(p, h) != 1)
+        if (b->folded || a->pm->nout != 1 || b->pm->nout != 1 || a->nin < 2 || b->nin < 3 || a->in[1] < 0 ||
+            b->in[2] < 0 || b->in[1] != h || b->in[0] < 0 || p->values[h].output >= 0 || readers(p, h) != 1)
             continue;
         const xvalue *w1 = &p->values[a->in[1]], *w2 = &p->values[b->in[2]];
         int64_t d = const_dim(w1, 1), hidden = const_dim(w1, 0);

@@ -139,6 +139,8 @@ int tk_cuda_sync(tk_ctx *ctx);
 /* ctx's CUstream (cast to cudaStream_t for CUDA libraries), NULL on the CPU. */
 void *tk_cuda_stream(tk_ctx *ctx);
 int tk_cuda_sm_count_of(tk_ctx *ctx);
+/* The compute capability of ctx's GPU as major * 10 + minor (90: sm_90), read once per device; 0 on the CPU. */
+int tk_cuda_cc_of(tk_ctx *ctx);
 /* The number of CUDA devices, and the compute capability of one (7.5, 9.0...); TK_EDEVICE with
  * the reason when there is no usable driver. */
 int tk_cuda_device_count(int *n);
@@ -281,8 +283,8 @@ const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *n
 
 /* The built-in that runs tk::_linear_gelu and the tk::_linear_add of its result (what the pairs
  * above make of linear, gelu, linear, add) as one fully fused MLP (kernels/mlp_ops.c): tk::_mlp
- * (residual, x, w1, b1?, w2, b2?), for dtype f16/bf16, x's last dim d 64 or 128 and hidden units a
- * multiple of 64 (w1 [hidden, d]); NULL otherwise. */
+ * (residual, x, w1, b1?, w2, b2?, hidden), for dtype f16/bf16 and the widths its kernel takes
+ * (tk_mlp_takes: x's last dim d 64 or 128, w1 [hidden, d]); NULL otherwise. */
 const tk_op_def *tk_mlp_fused_def(const tk_op_def *first, const tk_op_def *second, tk_dtype dtype, int64_t d,
                                   int64_t hidden);
 

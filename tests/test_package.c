@@ -538,73 +538,6 @@ static void exec__linear_and_its_elementwise_consumer_run_fused(void **state)
     }
 }
 
-/* test::tokmlp: y = x + linear(gelu(linear(x, w1, b1)), w2, b2), bf16, x [batch, MF_D], hidden
- * MF_H; values x 0, w1 1, b1 2, w2 3, b2 4, h 5, a 6, m 7, y 8. */
-#define MF_D 64
-#define MF_H 128
-static tk_program_model *mlpfuse_model(void)
-{
-    tk_program_model *m;
-    tk_assert_ok(tk_program_model_new(&m, "test::tokmlp"));
-    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
-    tk_pm_value *v[5] = {tk_pm_add_input(m), tk_pm_add_param(m), tk_pm_add_param(m), tk_pm_add_param(m),
-                         tk_pm_add_param(m)};
-    tp_set(m, v[0], 0, "x", 2, "batch", 0, MF_D);
-    tp_set(m, v[1], 1, "w1", 2, NULL, MF_H, MF_D);
-    tp_set(m, v[2], 2, "b1", 1, NULL, MF_H, 0);
-    tp_set(m, v[3], 3, "w2", 2, NULL, MF_D, MF_H);
-    tp_set(m, v[4], 4, "b2", 1, NULL, MF_D, 0);
-    static const struct {
-        const char *op;
-        int nin, in[3], out, width;
-    } nodes[] = {{"tk::linear", 3, {0, 1, 2}, 5, MF_H}, {"tk::gelu", 1, {5}, 6, MF_H},
-                 {"tk::linear", 3, {6, 3, 4}, 7, MF_D}, {"tk::add", 2, {0, 7}, 8, MF_D}};
-    for (int i = 0; i < 4; i++) {
-        tk_pm_node *n = tk_pm_add_node(m, nodes[i].op, nodes[i].nin, 1, "tokmlp.c", 10 + i);
-        for (int k = 0; k < nodes[i].nin; k++)
-            n->inputs[k] = nodes[i].in[k];
-        tp_set(m, &n->outputs[0], nodes[i].out, NULL, 2, "batch", 0, nodes[i].width);
-        n->outputs[0].dtype = TK_BF16;
-    }
-    tp_set(m, tk_pm_add_output(m), 8, NULL, 2, "batch", 0, MF_D);
-    for (size_t i = 0; i < 5; i++)
-        v[i]->dtype = TK_BF16;
-    m->outputs[0].dtype = TK_BF16;
-    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
-    tp_op(m, "tk::gelu", "(Tensor x) -> Tensor", 1);
-    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", 1);
-    tk_pm_sort(m);
-    return m;
-}
-
-/* element i of parameter k (0 w1, 1 b1, 2 w2, 3 b2), in nn.Linear's range, exact in bf16 */
-static float mf_param(int k, int64_t i)
-{
-    float bound = k < 2 ? 0.125f : 0.0625f; /* 1 / sqrt(fan_in) */
-    return tk_bf16_to_f32(tk_f32_to_bf16(bound * (float)((i * 37 + k * 11) % 65 - 32) / 32.0f));
-}
-
-static tk_tensor *mf_bf16(int rank, const int64_t *shape, int k)
-{
-    tk_tensor *t;
-    tk_assert_ok(tk_tensor_new(&t, NULL, CPU, TK_BF16, rank, shape));
-    for (int64_t i = 0; i < tk_numel(t); i++)
-        ((uint16_t *)tk_tensor_data(t))[i] = tk_f32_to_bf16(k >= 0 ? mf_param(k, i) : 0.0f);
-    return t;
-}
-
-static void *mlpfuse_weights(size_t *len)
-{
-    const int64_t w1s[] = {MF_H, MF_D}, b1s[] = {MF_H}, w2s[] = {MF_D, MF_H}, b2s[] = {MF_D};
-    tk_tensor *ts[] = {mf_bf16(2, w1s, 0), mf_bf16(1, b1s, 1), mf_bf16(2, w2s, 2), mf_bf16(1, b2s, 3)};
-    const char *names[] = {"w1", "b1", "w2", "b2"};
-    void *img = NULL;
-    tk_assert_ok(tk_safetensors_write_mem(&img, len, 4, names, ts));
-    for (int i = 0; i < 4; i++)
-        tk_tensor_free(ts[i]);
-    return img;
-}
-
 /* test::tokmlp on batches 1..40 with TK_FUSION=fusion (NULL: unset), outputs appended to y; the
  * last run profiled, its labels copied. */
 static void mlpfuse_run(const char *fusion, uint16_t *y, tk_exec_stats *st, const char **labels)
@@ -613,7 +546,7 @@ static void mlpfuse_run(const char *fusion, uint16_t *y, tk_exec_stats *st, cons
     tk_exec_program *p;
     tk_session *s;
     tk_program_model *m = mlpfuse_model();
-    void *w = mlpfuse_weights(&wlen);
+    void *w = mlpfuse_weights(&wlen, 0);
     if (fusion)
         setenv("TK_FUSION", fusion, 1);
     tk_assert_ok(tk_exec_program_new(&p, m, w, wlen, "'tokmlp'", NULL));
@@ -623,19 +556,19 @@ static void mlpfuse_run(const char *fusion, uint16_t *y, tk_exec_stats *st, cons
         if (batch > 30)
             tk_assert_ok(tk_session_set_profiling(s, 1));
         const int64_t xs[] = {batch, MF_D};
-        tk_tensor *x = mf_bf16(2, xs, -1), *out[1] = {NULL};
+        tk_tensor *x = mf_bf16(2, xs, -1, 0), *out[1] = {NULL};
         for (int64_t i = 0; i < batch * MF_D; i++)
             ((uint16_t *)tk_tensor_data(x))[i] = tk_f32_to_bf16(0.01f * (float)((i * 29 + batch) % 301) - 1.5f);
         tk_assert_ok(tk_session_run(s, &x, 1, out, 1));
         const uint16_t *xp = tk_tensor_data(x), *yp = tk_tensor_data(out[0]);
         for (int64_t r = 0; r < batch; r++) /* against a reference in double, within bf16's rounding */
             for (int o = 0; o < MF_D; o++) {
-                double acc = mf_param(3, o);
+                double acc = mf_param(3, o, 0);
                 for (int u = 0; u < MF_H; u++) {
-                    double hv = mf_param(1, u);
+                    double hv = mf_param(1, u, 0);
                     for (int k = 0; k < MF_D; k++)
-                        hv += (double)tk_bf16_to_f32(xp[r * MF_D + k]) * mf_param(0, (int64_t)u * MF_D + k);
-                    acc += fz_gelu(hv) * mf_param(2, (int64_t)o * MF_H + u);
+                        hv += (double)tk_bf16_to_f32(xp[r * MF_D + k]) * mf_param(0, (int64_t)u * MF_D + k, 0);
+                    acc += fz_gelu(hv) * mf_param(2, (int64_t)o * MF_H + u, 0);
                 }
                 double want = tk_bf16_to_f32(xp[r * MF_D + o]) + acc, got = tk_bf16_to_f32(yp[r * MF_D + o]);
                 if (fabs(got - want) > 0.02 + 0.02 * fabs(want))

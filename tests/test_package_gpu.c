@@ -813,6 +813,72 @@ static void gpu__two_sessions_hand_their_replays_to_the_launcher(void **state)
 }
 
 /* Every message, DEBUG included (a capture that failed says why), on stderr. */
+/* Two test::tokmlp programs (other weights) open at once on the GPU, taking turns, a new batch
+ * every call: each output against the same program's CPU session (within bf16's rounding), and
+ * the two programs' outputs apart. TK_MLP_MIN_ROWS=32 (read at the process's first tk::_mlp on a
+ * GPU) sends batches under 32 through the cuBLASLt pair and the hidden tensor the session plans,
+ * the others through the fused kernel; captured graphs replay both. */
+static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state)
+{
+    (void)state;
+    setenv("TK_MLP_MIN_ROWS", "32", 1);
+    tk_program_model *m = mlpfuse_model();
+    tk_exec_program *p[2];
+    tk_session *g[2], *c[2];
+    void *w[2];
+    size_t wl[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = mlpfuse_weights(&wl[i], i);
+        tk_assert_ok(tk_exec_program_new(&p[i], m, w[i], wl[i], i ? "'tokmlp 2'" : "'tokmlp 1'", NULL));
+        tk_assert_ok(tk_exec_session_new(&g[i], p[i], GPU, NULL));
+        tk_assert_ok(tk_exec_session_new(&c[i], p[i], CPU, NULL));
+    }
+    unsigned seed = 777;
+    int apart = 0, kernel_calls = 0, pair_calls = 0;
+    for (int call = 0; call < 240; call++) {
+        seed = seed * 1103515245u + 12345u;
+        int64_t batch = 1 + (int64_t)((seed >> 8) % TP_MAX_BATCH);
+        int k = call & 1;
+        *(batch >= 32 ? &kernel_calls : &pair_calls) += 1;
+        const int64_t xs[] = {batch, MF_D};
+        tk_tensor *x = mf_bf16(2, xs, -1, 0), *gy[1] = {NULL}, *cy[1] = {NULL}, *oy[1] = {NULL}, *host;
+        for (int64_t i = 0; i < batch * MF_D; i++)
+            ((uint16_t *)tk_tensor_data(x))[i] = tk_f32_to_bf16(0.01f * (float)((i * 29 + call) % 301) - 1.5f);
+        tk_ctx *ctx = tk_session_ctx(g[k]);
+        tk_assert_ok(tk_session_run(g[k], &x, 1, gy, 1));
+        tk_assert_ok(tk_ctx_sync(ctx));
+        tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_BF16, 2, xs));
+        tk_assert_ok(tk_tensor_copy(ctx, host, gy[0]));
+        tk_assert_ok(tk_session_run(c[k], &x, 1, cy, 1));
+        tk_assert_ok(tk_session_run(c[k ^ 1], &x, 1, oy, 1));
+        const uint16_t *a = tk_tensor_data(host), *b = tk_tensor_data(cy[0]), *o = tk_tensor_data(oy[0]);
+        for (int64_t i = 0; i < batch * MF_D; i++) {
+            double got = tk_bf16_to_f32(a[i]), want = tk_bf16_to_f32(b[i]);
+            if (fabs(got - want) > 0.02 + 0.02 * fabs(want))
+                fail_msg("program %d call %d batch %lld element %lld: %g on the GPU, %g on the CPU", k + 1, call,
+                         (long long)batch, (long long)i, got, want);
+            apart += a[i] != o[i];
+        }
+        tk_tensor *fl[] = {x, gy[0], cy[0], oy[0], host};
+        for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+            tk_tensor_free(fl[i]);
+    }
+    assert_true(kernel_calls > 0 && pair_calls > 0);
+    assert_true(apart > 0);
+    for (int i = 0; i < 2; i++) {
+        tk_exec_stats st;
+        tk_exec_session_wait_captures(g[i]);
+        tk_exec_session_stats(g[i], &st);
+        assert_int_equal(st.fused, 3);
+        assert_true(st.captures > 0);
+        tk_session_free(g[i]);
+        tk_session_free(c[i]);
+        tk_exec_program_free(p[i]);
+        free(w[i]);
+    }
+    tk_program_model_free(m);
+}
+
 static void log_all(tk_log_level level, const char *msg, void *user)
 {
     (void)level, (void)user;
@@ -829,6 +895,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
+        cmocka_unit_test(gpu__two_fused_mlp_programs_with_a_new_batch_every_call),
         cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),

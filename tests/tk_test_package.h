@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <tk/half.h>
 #include <tk/ops.h>
 #include <tk/runtime.h>
 
@@ -569,5 +570,75 @@ static inline void tp_write_file(const char *path, const void *data, size_t len)
     assert_int_equal(fwrite(data, 1, len, f), len);
     fclose(f);
 }
+
+/* test::tokmlp: y = x + linear(gelu(linear(x, w1, b1)), w2, b2), bf16, x [batch, MF_D], hidden
+ * MF_H; values x 0, w1 1, b1 2, w2 3, b2 4, h 5, a 6, m 7, y 8. */
+#define MF_D 64
+#define MF_H 128
+static inline tk_program_model *mlpfuse_model(void)
+{
+    tk_program_model *m;
+    tk_assert_ok(tk_program_model_new(&m, "test::tokmlp"));
+    assert_non_null(tk_pm_add_symbol(m, "batch", 1, TP_MAX_BATCH));
+    tk_pm_value *v[5] = {tk_pm_add_input(m), tk_pm_add_param(m), tk_pm_add_param(m), tk_pm_add_param(m),
+                         tk_pm_add_param(m)};
+    tp_set(m, v[0], 0, "x", 2, "batch", 0, MF_D);
+    tp_set(m, v[1], 1, "w1", 2, NULL, MF_H, MF_D);
+    tp_set(m, v[2], 2, "b1", 1, NULL, MF_H, 0);
+    tp_set(m, v[3], 3, "w2", 2, NULL, MF_D, MF_H);
+    tp_set(m, v[4], 4, "b2", 1, NULL, MF_D, 0);
+    static const struct {
+        const char *op;
+        int nin, in[3], out, width;
+    } nodes[] = {{"tk::linear", 3, {0, 1, 2}, 5, MF_H}, {"tk::gelu", 1, {5}, 6, MF_H},
+                 {"tk::linear", 3, {6, 3, 4}, 7, MF_D}, {"tk::add", 2, {0, 7}, 8, MF_D}};
+    for (int i = 0; i < 4; i++) {
+        tk_pm_node *n = tk_pm_add_node(m, nodes[i].op, nodes[i].nin, 1, "tokmlp.c", 10 + i);
+        for (int k = 0; k < nodes[i].nin; k++)
+            n->inputs[k] = nodes[i].in[k];
+        tp_set(m, &n->outputs[0], nodes[i].out, NULL, 2, "batch", 0, nodes[i].width);
+        n->outputs[0].dtype = TK_BF16;
+    }
+    tp_set(m, tk_pm_add_output(m), 8, NULL, 2, "batch", 0, MF_D);
+    for (size_t i = 0; i < 5; i++)
+        v[i]->dtype = TK_BF16;
+    m->outputs[0].dtype = TK_BF16;
+    tp_op(m, "tk::add", "(Tensor a, Tensor b) -> Tensor", 1);
+    tp_op(m, "tk::gelu", "(Tensor x) -> Tensor", 1);
+    tp_op(m, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", 1);
+    tk_pm_sort(m);
+    return m;
+}
+
+/* element i of parameter k (0 w1, 1 b1, 2 w2, 3 b2) of weight set `set`, in nn.Linear's range,
+ * exact in bf16 */
+static inline float mf_param(int k, int64_t i, int set)
+{
+    float bound = k < 2 ? 0.125f : 0.0625f; /* 1 / sqrt(fan_in) */
+    return tk_bf16_to_f32(tk_f32_to_bf16(bound * (float)((i * 37 + k * 11 + set * 7) % 65 - 32) / 32.0f));
+}
+
+static inline tk_tensor *mf_bf16(int rank, const int64_t *shape, int k, int set)
+{
+    tk_tensor *t;
+    tk_assert_ok(tk_tensor_new(&t, NULL, (tk_device){TK_DEVICE_CPU, 0}, TK_BF16, rank, shape));
+    for (int64_t i = 0; i < tk_numel(t); i++)
+        ((uint16_t *)tk_tensor_data(t))[i] = tk_f32_to_bf16(k >= 0 ? mf_param(k, i, set) : 0.0f);
+    return t;
+}
+
+static inline void *mlpfuse_weights(size_t *len, int set)
+{
+    const int64_t w1s[] = {MF_H, MF_D}, b1s[] = {MF_H}, w2s[] = {MF_D, MF_H}, b2s[] = {MF_D};
+    tk_tensor *ts[] = {mf_bf16(2, w1s, 0, set), mf_bf16(1, b1s, 1, set), mf_bf16(2, w2s, 2, set),
+                       mf_bf16(1, b2s, 3, set)};
+    const char *names[] = {"w1", "b1", "w2", "b2"};
+    void *img = NULL;
+    tk_assert_ok(tk_safetensors_write_mem(&img, len, 4, names, ts));
+    for (int i = 0; i < 4; i++)
+        tk_tensor_free(ts[i]);
+    return img;
+}
+
 
 #endif
