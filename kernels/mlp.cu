@@ -12,11 +12,12 @@
  *   16-bit pairs and through GELU in that type, straight into the register operand of
  *   acc += gelu(s + b1) w2_c^T.
  * The chunks are software-pipelined: the next chunk's first product runs on the tensor cores while
- * this chunk's GELU runs on the others. Each block then owns half of the tile's output columns:
- * it sends the other half of its partial sums into its peer's shared memory (distributed shared
- * memory), the two meet at a cluster barrier, and each adds the peer's part, b2 and the residual
- * to its own and writes its columns of y. The next tile's rows come in (cp.async) while this one
- * runs.
+ * this chunk's GELU runs on the others. Each block then owns half of the tile's output columns: it
+ * sends the other half of its partial sums into its peer's shared memory (distributed shared
+ * memory, counted by the peer's mbarrier) and keeps its own; once the next tile's first product
+ * is issued, it adds the peer's part, b2 and the residual to its own and writes its columns of y
+ * (16 bytes a store, through a transpose within each quad of lanes). The next tile's rows come in
+ * (cp.async) while this one runs.
  *
  * Why: where cuBLASLt runs the two linears (GELU and the residual as epilogues) the hidden layer
  * goes to memory and back (8 MB each way at 8192 rows of H 512); an earlier form of this kernel
@@ -126,6 +127,28 @@ __device__ __forceinline__ void mbar_arrive_remote(uint32_t bar_in_cluster)
 {
     asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_in_cluster) : "memory");
 }
+/* The 4 x 4 transpose of 32-bit words over a quad (lanes 4g .. 4g + 3, t = lane & 3): lane t ends
+ * with word t of each lane's a, in lane order (two butterfly exchanges, xor 2 then xor 1) */
+__device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t)
+{
+    const bool hi = t & 2, odd = t & 1;
+#pragma unroll
+    for (int k = 0; k < 2; k++) {
+        const uint32_t v = __shfl_xor_sync(0xffffffffu, hi ? a[k] : a[k + 2], 2);
+        if (hi)
+            a[k] = v;
+        else
+            a[k + 2] = v;
+    }
+#pragma unroll
+    for (int k = 0; k < 4; k += 2) {
+        const uint32_t v = __shfl_xor_sync(0xffffffffu, odd ? a[k] : a[k + 1], 1);
+        if (odd)
+            a[k] = v;
+        else
+            a[k + 1] = v;
+    }
+}
 #endif
 
 template <typename T, int D>
@@ -185,7 +208,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     for (int n = 0; n < HT; n++)
         bias2[n] = b2 ? __ldg(reinterpret_cast<const unsigned int *>(b2 + ((int)rank * HT + n) * 8 + 2 * t)) : 0u;
 
-    float acc[DT][4], s0[NT][4], s1[NT][4];
+    float acc[DT][4] = {}, s0[NT][4], s1[NT][4];
     uint32_t hf[BC / 16][4];
 
     /* s = x w1_c^T for chunk c into s (committed as one group) */
@@ -204,12 +227,18 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     const uint32_t gk = lanes<T>::pack2(0.7978845608028654f, 0.7978845608028654f);
     const uint32_t gk3 = lanes<T>::pack2(0.7978845608028654f * 0.044715f, 0.7978845608028654f * 0.044715f);
     const uint32_t ghalf = lanes<T>::pack2(0.5f, 0.5f);
+    uint32_t bq[NT]; /* b1's pairs of the chunk, read before its first product is waited for */
+    auto load_b1 = [&](int c) {
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+            bq[n] = *reinterpret_cast<const uint32_t *>(sB1 + c * BC + n * 8 + 2 * t);
+    };
     auto act = [&](float (&s)[NT][4], uint32_t (&hf)[BC / 16][4], int c) {
         wg_hold(flat<4 * NT>(s));
 #pragma unroll
         for (int n = 0; n < NT; n++) {
             float bb0, bb1;
-            lanes<T>::unpack2(*reinterpret_cast<const uint32_t *>(sB1 + c * BC + n * 8 + 2 * t), bb0, bb1);
+            lanes<T>::unpack2(bq[n], bb0, bb1);
             hf[n >> 1][2 * (n & 1)] = gelu2<T>(lanes<T>::pack2(s[n][0] + bb0, s[n][1] + bb1), gk, gk3, ghalf);
             hf[n >> 1][2 * (n & 1) + 1] = gelu2<T>(lanes<T>::pack2(s[n][2] + bb0, s[n][3] + bb1), gk, gk3, ghalf);
         }
@@ -222,28 +251,103 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < BC / 16; kk++)
-            wgmma<T, D>::rs_k(flat<4 * DT>(acc), hf[kk], wg_desc(tW2 + c * BC * D + swz<BC, D>(0, 2 * kk), 16, 1024));
+            wgmma<T, D>::rs_k(flat<4 * DT>(acc), hf[kk], wg_desc(tW2 + c * BC * D + swz<BC, D>(0, 2 * kk), 16, 1024),
+                              c > 0 || kk > 0); /* a round's sums start at its first chunk: acc is not zeroed */
         wg_commit();
     };
 
-    for (int k = 0; (k * nclusters + cluster) * NW < ntiles; k++) {
-        const int buf = k & 1, m0 = tile_of(k) * BR;
+    /* The exchange, in two halves a round apart. send, once the round's products are done: the
+     * peer's columns of the partial sums into the warpgroup's exchange buffer there, a lane's
+     * elements at its own index (the same thread of the peer holds the same rows and columns), 16
+     * bytes a store; this block's columns plus b2 stay in `mine`. finish, once the next round's
+     * first product is on the tensor cores (the peer's part lands while they work; straight after
+     * send, ncu had a tenth of the kernel's samples waiting for it): y for this block's columns. Ranks as constants: acc is indexed by them, and registers cannot be indexed at run
+     * time. Round k's parts complete phase k % 2 of `full`; the peer's arrival on `empty` after
+     * reading round k lets round k + 1's go. */
+    uint32_t res[2][HT];
+    float mine[HT][4]; /* this block's columns of a round's sums and b2 */
+    auto send = [&](auto rank_c) {
+        constexpr int other = decltype(rank_c)::value ^ 1;
+        const uint32_t theirs = peer_addr(smem(xch), (uint32_t)other);
+        const uint32_t their_full = peer_addr(full, (uint32_t)other);
+#pragma unroll
+        for (int n = 0; n < HT; n++)
+            st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, acc[other * HT + n][0],
+                      acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
+        if (wt == 0)
+            mbar_expect(full, (uint32_t)(HT * 128 * 16));
+        /* this block's columns with b2, in registers of their own: finish reads them while the next
+         * round's first product is pending, and ptxas serializes every wgmma (C7518) where code reads
+         * one product's accumulator while another product is pending */
+#pragma unroll
+        for (int n = 0; n < HT; n++) {
+            float bb0, bb1;
+            lanes<T>::unpack2(bias2[n], bb0, bb1);
+            const float *a = acc[(other ^ 1) * HT + n];
+            mine[n][0] = a[0] + bb0, mine[n][1] = a[1] + bb1, mine[n][2] = a[2] + bb0, mine[n][3] = a[3] + bb1;
+        }
+    };
+    /* y = this block's columns of the round's sums and b2 + the peer's part + the residual. A quad's
+     * lanes hold the same rows, each two columns of every n-tile: four n-tiles' pairs go through a
+     * quad transpose to and from 16 bytes of one n-tile a lane, so the residual comes in and y goes
+     * out in 16-byte accesses (four a thread instead of sixteen of 4 bytes, whose registers the
+     * load-store unit held: in ncu, more than half of the exchange's stalls) */
+    auto finish = [&](int k) {
+        const int m0 = tile_of(k) * BR;
+#pragma unroll
+        for (int q = 0; q < HT / 4; q++) {
+            float4 p[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                p[j] = *reinterpret_cast<const float4 *>(xch + ((4 * q + j) * 128 + wt) * 4);
+#pragma unroll
+            for (int hr = 0; hr < 2; hr++) {
+                uint32_t w[4] = {res[hr][4 * q], res[hr][4 * q + 1], res[hr][4 * q + 2], res[hr][4 * q + 3]};
+                quad_transpose(w, t); /* the residual's pair of n-tile 4q + j at this lane's columns */
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float *a = mine[4 * q + j];
+                    float lo, hi;
+                    lanes<T>::unpack2(w[j], lo, hi);
+                    w[j] = lanes<T>::pack2(a[2 * hr] + (hr ? p[j].z : p[j].x) + lo,
+                                           a[2 * hr + 1] + (hr ? p[j].w : p[j].y) + hi);
+                }
+                quad_transpose(w, t); /* y's 16 bytes of n-tile 4q + t */
+                const int m = m0 + r0 + g + hr * 8;
+                if (m < M)
+                    *reinterpret_cast<uint4 *>(y + (long long)m * D + ((int)rank * HT + 4 * q + t) * 8) =
+                        make_uint4(w[0], w[1], w[2], w[3]);
+            }
+        }
+    };
+
+    /* the residual of this block's columns of the round's rows, 16 bytes of n-tile 4q + t a load (as
+     * they are in memory: finish transposes them), in flight during the products */
+    auto load_res = [&](int k) {
+        const int m0 = tile_of(k) * BR;
+#pragma unroll
+        for (int hr = 0; hr < 2; hr++) {
+            const int m = m0 + r0 + g + hr * 8;
+#pragma unroll
+            for (int q = 0; q < HT / 4; q++) {
+                const uint4 v = r && m < M ? __ldg(reinterpret_cast<const uint4 *>(
+                                                 r + (long long)m * D + ((int)rank * HT + 4 * q + t) * 8))
+                                           : make_uint4(0u, 0u, 0u, 0u);
+                res[hr][4 * q] = v.x, res[hr][4 * q + 1] = v.y, res[hr][4 * q + 2] = v.z, res[hr][4 * q + 3] = v.w;
+            }
+        }
+    };
+
+    int k = 0;
+    for (; (k * nclusters + cluster) * NW < ntiles; k++) {
+        const int buf = k & 1;
         const T *const xt = sX + buf * BR * D;
         /* the next tile's rows into the other buffer (its last reader, the tile before, is done) */
         if ((((k + 1) * nclusters + cluster) * NW) < ntiles)
             load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
         cp_commit();
-        /* the residual of this block's columns, in flight during the products */
-        uint32_t res[2][HT];
-#pragma unroll
-        for (int hr = 0; hr < 2; hr++) {
-            const int m = m0 + r0 + g + hr * 8;
-#pragma unroll
-            for (int n = 0; n < HT; n++)
-                res[hr][n] = r && m < M ? __ldg(reinterpret_cast<const unsigned int *>(
-                                              r + (long long)m * D + ((int)rank * HT + n) * 8 + 2 * t))
-                                        : 0u;
-        }
+        if (k == 0)
+            load_res(0);
         cp_wait_newest_pending(); /* this tile's rows (and, the first time, the weights) are in */
         wg_proxy_fence();
         /* the weights came through every thread of the block, the rows through the warpgroup's: after
@@ -254,36 +358,47 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         else
             asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
 
-#pragma unroll
-        for (int n = 0; n < DT; n++)
-            acc[n][0] = acc[n][1] = acc[n][2] = acc[n][3] = 0.0f;
-        wg_hold(flat<4 * DT>(acc)); /* zeros before the first product's fence, not sunk past it */
+        first(s0, xt, 0);
+        if (k > 0) {
+            /* the round before ends while this one's first product runs; then the warpgroup has read
+             * its buffer, and the peer may send this round */
+            mbar_wait(full, (uint32_t)(k - 1) & 1u); /* the peer's part of this block's columns is in */
+            finish(k - 1);
+            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+            if (wt == 0)
+                mbar_arrive_remote(peer_addr(empty, rank ^ 1u));
+            load_res(k);
+        }
         /* The chunks in pairs, s0 and s1 in turn: chunk c + 1's first product is issued before
          * chunk c's GELU, and at most that one is pending then (wait 1): chunk c's first product is
          * done, and the second product before, the last reader of hf. No product is issued under a
          * condition inside a pair (ptxas then serializes them all): the last one or two chunks are
          * their own code. */
-        first(s0, xt, 0);
         int c = 0;
         for (; c + 2 < NC; c += 2) {
             first(s1, xt, c + 1);
+            load_b1(c);
             wg_wait_n<1>();
             act(s0, hf, c);
             second(hf, c);
             first(s0, xt, c + 2);
+            load_b1(c + 1);
             wg_wait_n<1>();
             act(s1, hf, c + 1);
             second(hf, c + 1);
         }
         if (c + 1 < NC) {
             first(s1, xt, c + 1);
+            load_b1(c);
             wg_wait_n<1>();
             act(s0, hf, c);
             second(hf, c);
+            load_b1(c + 1);
             wg_wait_n<0>();
             act(s1, hf, c + 1);
             second(hf, c + 1);
         } else {
+            load_b1(c);
             wg_wait_n<0>();
             act(s0, hf, c);
             second(hf, c);
@@ -291,57 +406,20 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         wg_wait_n<0>();
         wg_hold(flat<4 * DT>(acc));
 
-        /* The peer's columns of the partial sums into the warpgroup's exchange buffer there: a
-         * lane's elements at its own index (the same thread of the peer holds the same rows and
-         * columns), 16 bytes a store; then y = acc + the peer's part + b2 + residual for this
-         * block's columns (ranks as constants: acc is indexed by them, and registers cannot be
-         * indexed at run time). Round k's parts complete phase k % 2 of `full`; the peer's arrival
-         * on `empty` after reading round k lets round k + 1's parts go. */
         if (k == 0)
             cluster_wait(); /* the peer has started */
         else
-            mbar_wait(empty, (uint32_t)(k - 1) & 1u);
-        auto exchange = [&](auto rank_c) {
-            constexpr int me = decltype(rank_c)::value, other = me ^ 1;
-            const uint32_t theirs = peer_addr(smem(xch), (uint32_t)other);
-            const uint32_t their_full = peer_addr(full, (uint32_t)other);
-#pragma unroll
-            for (int n = 0; n < HT; n++)
-                st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, acc[other * HT + n][0],
-                          acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
-            if (wt == 0)
-                mbar_expect(full, (uint32_t)(HT * 128 * 16));
-            mbar_wait(full, (uint32_t)k & 1u); /* the peer's part of this block's columns is in */
-#pragma unroll
-            for (int n = 0; n < HT; n++) {
-                const float4 p = *reinterpret_cast<const float4 *>(xch + (n * 128 + wt) * 4);
-                const float *a = acc[me * HT + n];
-                const int o = (me * HT + n) * 8 + 2 * t;
-                float bb0, bb1;
-                lanes<T>::unpack2(bias2[n], bb0, bb1);
-                const float v[4] = {a[0] + p.x + bb0, a[1] + p.y + bb1, a[2] + p.z + bb0, a[3] + p.w + bb1};
-#pragma unroll
-                for (int hr = 0; hr < 2; hr++) {
-                    const int m = m0 + r0 + g + hr * 8;
-                    float lo, hi;
-                    lanes<T>::unpack2(res[hr][n], lo, hi);
-                    if (m < M)
-                        *reinterpret_cast<uint32_t *>(y + (long long)m * D + o) =
-                            lanes<T>::pack2(v[2 * hr] + lo, v[2 * hr + 1] + hi);
-                }
-            }
-        };
+            mbar_wait(empty, (uint32_t)(k - 1) & 1u); /* and has read round k - 1 */
         if (rank == 0)
-            exchange(std::integral_constant<int, 0>{});
+            send(std::integral_constant<int, 0>{});
         else
-            exchange(std::integral_constant<int, 1>{});
-        /* the warpgroup has read its buffer: the peer may send the next round (after the last, no
-         * arrival: nothing then reaches into a block that may have exited) */
-        if ((((k + 1) * nclusters + cluster) * NW) < ntiles) {
-            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
-            if (wt == 0)
-                mbar_arrive_remote(peer_addr(empty, rank ^ 1u));
-        }
+            send(std::integral_constant<int, 1>{});
+    }
+    /* the last round ends here (no arrival on `empty`: nothing then reaches into a block that may
+     * have exited) */
+    if (k > 0) {
+        mbar_wait(full, (uint32_t)(k - 1) & 1u);
+        finish(k - 1);
     }
     cluster_arrive_relaxed();
     cluster_wait(); /* both blocks are done with each other's memory */

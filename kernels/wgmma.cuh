@@ -104,14 +104,15 @@ template <typename T, int N> struct wgmma;
                          : TK__WG_ACC32                                                                   \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
         }                                                                                                 \
-        /* the same with b K-major in shared memory (as ss takes it) */                                   \
-        static __device__ __forceinline__ void rs_k(float (&d)[32], const uint32_t (&a)[4], uint64_t b)   \
+        /* the same with b K-major in shared memory (as ss takes it), d = a b unless accumulate */          \
+        static __device__ __forceinline__ void rs_k(float (&d)[32], const uint32_t (&a)[4], uint64_t b,   \
+                                                    int accumulate)                                       \
         {                                                                                                 \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                     \
                          "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " " TK__WG_REGS32       \
                          "{%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"                                       \
                          : TK__WG_ACC32                                                                   \
-                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));          \
         }                                                                                                 \
     };
 
@@ -136,14 +137,15 @@ template <typename T, int N> struct wgmma;
                          : TK__WG_ACC64                                                                   \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
         }                                                                                                 \
-        /* the same with b K-major in shared memory (as ss takes it) */                                   \
-        static __device__ __forceinline__ void rs_k(float (&d)[64], const uint32_t (&a)[4], uint64_t b)   \
+        /* the same with b K-major in shared memory (as ss takes it), d = a b unless accumulate */          \
+        static __device__ __forceinline__ void rs_k(float (&d)[64], const uint32_t (&a)[4], uint64_t b,   \
+                                                    int accumulate)                                       \
         {                                                                                                 \
-            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"                                       \
+            asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                     \
                          "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " " TK__WG_REGS64       \
                          "{%64,%65,%66,%67}, %68, p, 1, 1, 0;\n}\n"                                       \
                          : TK__WG_ACC64                                                                   \
-                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b));                           \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));          \
         }                                                                                                 \
     };
 
