@@ -1,7 +1,8 @@
 /* The fully fused MLP of narrow width for the built-in tk::_mlp, what the executor runs
  *   y = residual + linear2(gelu_tanh(linear1(x)))     x, residual, y [M, D]; D 64 or 128
  * as (runtime/exec.c fuses tk::linear, tk::gelu, tk::linear and tk::add into it): linear1's weight
- * w1 [H, D] and bias b1 [H], linear2's w2 [D, H] and b2 [D], H a multiple of 128, f16 or bf16.
+ * w1 [H, D] and bias b1 [H], linear2's w2 [D, H] and b2 [D], H a multiple of 128 (256 at least), f16
+ * or bf16.
  *
  * The hidden layer never leaves the chip, and neither do the weights: the kernel is persistent, in
  * clusters of two blocks (one an SM), and each block of a cluster holds one half of the hidden
@@ -202,14 +203,8 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     }
     cluster_arrive_relaxed(); /* the peer has started, and its barriers are set, before it is written */
 
-    /* this block's columns of b2, a lane's two of each of its n-tiles */
-    uint32_t bias2[HT]; /* 16-bit pairs, unpacked where used: the loads do not hold the first round up */
-#pragma unroll
-    for (int n = 0; n < HT; n++)
-        bias2[n] = b2 ? __ldg(reinterpret_cast<const unsigned int *>(b2 + ((int)rank * HT + n) * 8 + 2 * t)) : 0u;
-
     float acc[DT][4] = {}, s0[NT][4], s1[NT][4];
-    uint32_t hf[BC / 16][4];
+    uint32_t hA[BC / 16][4], hB[BC / 16][4]; /* a chunk's GELU, the second product's operand */
 
     /* s = x w1_c^T for chunk c into s (committed as one group) */
     auto first = [&](float (&s)[NT][4], const T *xt, int c) {
@@ -266,7 +261,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
      * reading round k lets round k + 1's go. */
     uint32_t res[2][HT];
     float mine[HT][4]; /* this block's columns of a round's sums and b2 */
-    auto send = [&](auto rank_c) {
+    auto send = [&](auto rank_c, const uint32_t *bias2) {
         constexpr int other = decltype(rank_c)::value ^ 1;
         const uint32_t theirs = peer_addr(smem(xch), (uint32_t)other);
         const uint32_t their_full = peer_addr(full, (uint32_t)other);
@@ -342,13 +337,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     for (; (k * nclusters + cluster) * NW < ntiles; k++) {
         const int buf = k & 1;
         const T *const xt = sX + buf * BR * D;
-        /* the next tile's rows into the other buffer (its last reader, the tile before, is done) */
-        if ((((k + 1) * nclusters + cluster) * NW) < ntiles)
-            load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
-        cp_commit();
-        if (k == 0)
-            load_res(0);
-        cp_wait_newest_pending(); /* this tile's rows (and, the first time, the weights) are in */
+        cp_wait_all(); /* this tile's rows (and, the first time, the weights) are in */
         wg_proxy_fence();
         /* the weights came through every thread of the block, the rows through the warpgroup's: after
          * the first round the two warpgroups do not wait for each other (their products and GELUs
@@ -367,42 +356,64 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
             asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
             if (wt == 0)
                 mbar_arrive_remote(peer_addr(empty, rank ^ 1u));
-            load_res(k);
         }
-        /* The chunks in pairs, s0 and s1 in turn: chunk c + 1's first product is issued before
-         * chunk c's GELU, and at most that one is pending then (wait 1): chunk c's first product is
-         * done, and the second product before, the last reader of hf. No product is issued under a
-         * condition inside a pair (ptxas then serializes them all): the last one or two chunks are
-         * their own code. */
-        int c = 0;
-        for (; c + 2 < NC; c += 2) {
-            first(s1, xt, c + 1);
-            load_b1(c);
+        /* the next tile's rows into the other buffer (its last readers, the products of the round
+         * before, are done). Here rather than at the top of the round: the registers the addresses
+         * take are the ones the last round's st.async read, and they would wait for them to drain
+         * (ncu: a tenth of the samples, at the top of the round) */
+        if ((((k + 1) * nclusters + cluster) * NW) < ntiles)
+            load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
+        cp_commit();
+        /* The chunks, s0 and hA for even ones, s1 and hB for odd ones: chunk c + 1's first product
+         * is issued before chunk c's GELU, and chunk c - 1's second product may still run during it
+         * (wait 2: chunk c's first product is done, and chunk c - 2's second, the last reader of the
+         * registers c's GELU writes). No product is issued under a condition inside the chain
+         * (ptxas then serializes them all): chunk 0 and the last one or two are their own code, and
+         * a block has two chunks at least (H >= 256: with one, a branch of its own ran ptxas out of
+         * registers, C7512). */
+        int c = 1;
+        {
+            first(s1, xt, 1);
+            load_b1(0);
             wg_wait_n<1>();
-            act(s0, hf, c);
-            second(hf, c);
-            first(s0, xt, c + 2);
-            load_b1(c + 1);
-            wg_wait_n<1>();
-            act(s1, hf, c + 1);
-            second(hf, c + 1);
+            act(s0, hA, 0);
+            second(hA, 0);
+            for (; c + 2 < NC; c += 2) {
+                first(s0, xt, c + 1);
+                load_b1(c);
+                wg_wait_n<2>();
+                act(s1, hB, c);
+                second(hB, c);
+                first(s1, xt, c + 2);
+                load_b1(c + 1);
+                wg_wait_n<2>();
+                act(s0, hA, c + 1);
+                second(hA, c + 1);
+            }
+            if (c + 1 < NC) {
+                first(s0, xt, c + 1);
+                load_b1(c);
+                wg_wait_n<2>();
+                act(s1, hB, c);
+                second(hB, c);
+                load_b1(c + 1);
+                wg_wait_n<1>();
+                act(s0, hA, c + 1);
+                second(hA, c + 1);
+            } else {
+                load_b1(c);
+                wg_wait_n<1>();
+                act(s1, hB, c);
+                second(hB, c);
+            }
         }
-        if (c + 1 < NC) {
-            first(s1, xt, c + 1);
-            load_b1(c);
-            wg_wait_n<1>();
-            act(s0, hf, c);
-            second(hf, c);
-            load_b1(c + 1);
-            wg_wait_n<0>();
-            act(s1, hf, c + 1);
-            second(hf, c + 1);
-        } else {
-            load_b1(c);
-            wg_wait_n<0>();
-            act(s0, hf, c);
-            second(hf, c);
-        }
+        /* the residual, and this block's columns of b2 (a lane's two of each of its n-tiles, 16-bit
+         * pairs), loaded here and not before the products: their registers went to hB */
+        load_res(k);
+        uint32_t bias2[HT];
+#pragma unroll
+        for (int n = 0; n < HT; n++)
+            bias2[n] = b2 ? __ldg(reinterpret_cast<const unsigned int *>(b2 + ((int)rank * HT + n) * 8 + 2 * t)) : 0u;
         wg_wait_n<0>();
         wg_hold(flat<4 * DT>(acc));
 
@@ -411,9 +422,9 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         else
             mbar_wait(empty, (uint32_t)(k - 1) & 1u); /* and has read round k - 1 */
         if (rank == 0)
-            send(std::integral_constant<int, 0>{});
+            send(std::integral_constant<int, 0>{}, bias2);
         else
-            send(std::integral_constant<int, 1>{});
+            send(std::integral_constant<int, 1>{}, bias2);
     }
     /* the last round ends here (no arrival on `empty`: nothing then reaches into a block that may
      * have exited) */

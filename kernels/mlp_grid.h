@@ -14,18 +14,20 @@
 #define TK_MLP_THREADS 256
 #define TK_MLP_DYNAMIC(d, h) (2 * (h) * (d) + 768 * (d) + (h) + 32 + 1024)
 
-/* Fewer rows than this run as the two linears (mlp_ops.c: min_rows) */
-#define TK_MLP_MIN_ROWS 2304
+/* Fewer rows than this run as the two linears (mlp_ops.c: min_rows; the crossover measured on
+ * an H200, bench/serving/README.md) */
+#define TK_MLP_MIN_ROWS 1280
 
 /* What an SM of sm_90 gives a block at most (227 KiB): the widths the kernel takes must fit. */
 #define TK_MLP_SHARED_MAX 232448
 
 /* The widths the kernel takes: x's last dim d (the MLP's input and output) 64 or 128, and a
- * hidden layer of a positive multiple of 128 units whose weights fit the shared memory (D 128: H
- * up to 512; D 64: up to 1280). */
+ * hidden layer of a multiple of 128 units, at least 256 (two chunks of 64 a block: the kernel's
+ * chain of products starts with two), whose weights fit the shared memory (D 128: H up to 512;
+ * D 64: up to 1408). */
 static inline int tk_mlp_takes(long long d, long long hidden)
 {
-    return (d == 64 || d == 128) && hidden > 0 && hidden % 128 == 0 &&
+    return (d == 64 || d == 128) && hidden >= 256 && hidden % 128 == 0 &&
            TK_MLP_DYNAMIC(d, hidden) <= TK_MLP_SHARED_MAX;
 }
 

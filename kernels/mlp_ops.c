@@ -6,7 +6,7 @@
  *   x, residual, y [..., D]; w1 [H, D], b1 [H]; w2 [D, H], b2 [D]; hidden [..., H], scratch
  * On an sm_90 GPU, from TK_MLP_MIN_ROWS rows, the persistent kernel of mlp.cu (clusters of two
  * blocks holding the weights in shared memory) for f16/bf16 with D 64 or 128 and H a multiple of
- * 128 whose weights fit (tk_mlp_takes), contiguous 16-byte aligned tensors; otherwise (and on the
+ * 128, 256 at least, whose weights fit (tk_mlp_takes), contiguous 16-byte aligned tensors; otherwise (and on the
  * CPU) the two fused linears it replaces, through `hidden` (or a tensor of its own where the call
  * gives none: not while a CUDA graph is captured). */
 #include <stdint.h>

@@ -753,16 +753,18 @@ static void gpu__fused_mlp_matches_the_two_linears(void **state)
     const tk_dtype dts[] = {TK_BF16, TK_F16};
     for (int i = 0; i < 2; i++) {
         tk_dtype dt = dts[i];
-        check_mlp(f, dt, 1, 1, 64, 128, 1, 1, 0);       /* one row; one chunk a block */
+        check_mlp(f, dt, 1, 1, 64, 256, 1, 1, 0);       /* one row; two chunks a block (the fewest it takes) */
         check_mlp(f, dt, 2, 77, 128, 512, 1, 1, 0);     /* tokmlp's widths, a partial tile of rows */
         check_mlp(f, dt, 1, 128, 128, 512, 1, 1, 0);    /* one cluster, both warpgroups */
         check_mlp(f, dt, 3, 1500, 128, 512, 1, 1, 1);   /* 71 tiles, 36 clusters; a residual of its own */
         check_mlp(f, dt, 4, 5000, 128, 512, 1, 1, 0);   /* 313 tiles: every cluster walks several rounds */
         check_mlp(f, dt, 1, 300, 64, 384, 0, 1, 0);     /* three chunks a block (the loop, then one); no b1 */
         check_mlp(f, dt, 1, 65, 128, 256, 1, 0, 1);     /* two chunks a block; no b2 */
-        check_mlp(f, dt, 1, 900, 64, 1152, 1, 1, 1);    /* nine chunks a block (D 64 takes up to 1280) */
+        check_mlp(f, dt, 1, 900, 64, 1152, 1, 1, 1);    /* nine chunks a block */
+        check_mlp(f, dt, 2, 150, 64, 1408, 1, 1, 0);    /* eleven: the widest H D 64 takes */
         check_mlp(f, dt, 2, 700, 128, 640, 1, 1, 0);    /* weights past the shared memory: the two linears */
         check_mlp(f, dt, 2, 33, 128, 192, 1, 1, 0);     /* H not a multiple of 128: the two linears */
+        check_mlp(f, dt, 3, 40, 64, 128, 1, 1, 0);      /* H 128, one chunk a block: the two linears */
         check_mlp(f, dt, 2, 33, 32, 128, 1, 1, 0);      /* D 32: the two linears */
     }
 }
@@ -1032,6 +1034,9 @@ int main(void)
     fprintf(stderr, "skipped: libtkrt was built without nvcc (TK_WITH_CUDA=OFF), so without its kernels\n");
     return 77;
 #endif
+    const char *only = getenv("TK_TEST_FILTER"); /* one test's name, or a pattern with * and ? */
+    if (only && *only)
+        cmocka_set_test_filter(only);
     const struct CMUnitTest tests[] = {
         GPU_TEST(gpu__add_matches_the_reference),
         GPU_TEST(gpu__mul_matches_the_reference),

@@ -574,7 +574,7 @@ static inline void tp_write_file(const char *path, const void *data, size_t len)
 /* test::tokmlp: y = x + linear(gelu(linear(x, w1, b1)), w2, b2), bf16, x [batch, MF_D], hidden
  * MF_H; values x 0, w1 1, b1 2, w2 3, b2 4, h 5, a 6, m 7, y 8. */
 #define MF_D 64
-#define MF_H 128
+#define MF_H 256
 static inline tk_program_model *mlpfuse_model(void)
 {
     tk_program_model *m;
@@ -614,7 +614,7 @@ static inline tk_program_model *mlpfuse_model(void)
  * exact in bf16 */
 static inline float mf_param(int k, int64_t i, int set)
 {
-    float bound = k < 2 ? 0.125f : 0.0625f; /* 1 / sqrt(fan_in) */
+    float bound = k < 2 ? 0.125f : 0.0625f; /* 1 / sqrt(fan_in): D 64, H 256 */
     return tk_bf16_to_f32(tk_f32_to_bf16(bound * (float)((i * 37 + k * 11 + set * 7) % 65 - 32) / 32.0f));
 }
 
