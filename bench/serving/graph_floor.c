@@ -11,9 +11,12 @@
  * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
  *
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
- *               [--set-current] [--launcher] [--json F]                           (--poll: --wait poll)
+ *               [--set-current] [--launcher] [--graphs N] [--json F]              (--poll: --wait poll)
  * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. --launcher (with --wait flag
- * or kflag): one more thread makes every launch, on the workers' requests. */
+ * or kflag): one more thread makes every launch, on the workers' requests. --graphs N: each thread
+ * instantiates its graph N times and launches a random one of them every call, as a session
+ * launches the graph of the call's shape among many (bench_serving --max-shapes): what a cold
+ * graph costs the driver against one launched over and over. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
@@ -59,7 +62,7 @@ static CUfunction g_fn, g_signal;
 static int g_calls = 20000, g_warmup = 2000, g_kernels = 3;
 enum { WAIT_SYNC, WAIT_POLL, WAIT_FLAG, WAIT_KFLAG };
 static const char *const wait_names[] = {"sync", "poll", "flag", "kflag"};
-static int g_wait = WAIT_SYNC, g_set_current;
+static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1;
 
 #define CK(call)                                                                                  \
     do {                                                                                          \
@@ -173,17 +176,27 @@ static void *work(void *arg)
         CK(p_cuLaunchKernel(g_signal, 1, 1, 1, 1, 1, 1, 0, s, sp, NULL));
     }
     CK(p_cuStreamEndCapture(s, &g));
-    CK(p_cuGraphInstantiateWithFlags(&ge, g, 0));
-    CK(p_cuGraphUpload(ge, s));
+    CUgraphExec *ges = malloc(sizeof *ges * (size_t)g_graphs);
+    if (!ges)
+        exit(1);
+    for (int i = 0; i < g_graphs; i++) {
+        CK(p_cuGraphInstantiateWithFlags(&ges[i], g, 0));
+        CK(p_cuGraphUpload(ges[i], s));
+    }
+    CK(p_cuStreamSynchronize(s));
+    ge = ges[0];
     w->ge = ge, w->s = s;
     __atomic_store_n(&w->ready, 1, __ATOMIC_RELEASE);
-    for (int i = 0; i < g_warmup; i++) {
-        launch(w, flag);
-        wait_stream(s, flag);
-    }
-    pthread_barrier_wait(w->start);
-    w->t0 = now_s();
-    for (int i = 0; i < g_calls; i++) {
+    unsigned long long rng = 0x9e3779b97f4a7c15ull ^ (unsigned long long)(size_t)w;
+    for (int i = 0; i < g_warmup + g_calls; i++) {
+        if (i == g_warmup) {
+            pthread_barrier_wait(w->start);
+            w->t0 = now_s();
+        }
+        if (g_graphs > 1) { /* a random one of the thread's graphs (xorshift) */
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            w->ge = ges[rng % (unsigned long long)g_graphs];
+        }
         launch(w, flag);
         wait_stream(s, flag);
     }
@@ -238,6 +251,8 @@ int main(int argc, char **argv)
             g_kernels = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--launcher"))
             g_launcher = 1;
+        else if (!strcmp(argv[i], "--graphs") && i + 1 < argc)
+            g_graphs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--set-current"))
             g_set_current = 1;
         else if (!strcmp(argv[i], "--poll"))
@@ -258,13 +273,17 @@ int main(int argc, char **argv)
         else {
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
-                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--json F]\n",
+                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--graphs N] [--json F]\n",
                     help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
     }
     if (g_calls < 1 || g_kernels < 1 || g_kernels > 64 || g_warmup < 0) {
         fprintf(stderr, "graph_floor: --calls and --kernels (at most 64) must be at least 1\n");
+        return 2;
+    }
+    if (g_graphs < 1 || g_graphs > 1 << 20 || (g_graphs > 1 && g_launcher)) {
+        fprintf(stderr, "graph_floor: --graphs takes 1 to 1048576, and not with --launcher\n");
         return 2;
     }
     if (g_launcher && g_wait < WAIT_FLAG) {
@@ -299,8 +318,8 @@ int main(int argc, char **argv)
     }
     static const char *const wait_text[] = {"cuStreamSynchronize", "cuStreamQuery polling",
                                             "a host flag set by a write-value node", "a host flag set by a kernel"};
-    printf("graph of %d empty kernels, launch%s + %s, %d calls per thread\n", g_kernels,
-           g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
+    printf("graph of %d empty kernels (a random one of %d graphs a call), launch%s + %s, %d calls per thread\n",
+           g_kernels, g_graphs, g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
     printf("threads  calls/s    us/call/thread  x one thread\n");
     if (jf)
         fprintf(jf, "{\"kernels\": %d, \"wait\": \"%s\", \"calls\": %d, \"rows\": [", g_kernels, wait_names[g_wait],
