@@ -317,7 +317,8 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     };
 
     /* the residual of this block's columns of the round's rows, 16 bytes of n-tile 4q + t a load (as
-     * they are in memory: finish transposes them), in flight during the products */
+     * they are in memory: finish transposes them), loaded once the round's products are issued and
+     * read by finish in the next round */
     auto load_res = [&](int k) {
         const int m0 = tile_of(k) * BR;
 #pragma unroll
@@ -372,40 +373,38 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
          * a block has two chunks at least (H >= 256: with one, a branch of its own ran ptxas out of
          * registers, C7512). */
         int c = 1;
-        {
-            first(s1, xt, 1);
-            load_b1(0);
+        first(s1, xt, 1);
+        load_b1(0);
+        wg_wait_n<1>();
+        act(s0, hA, 0);
+        second(hA, 0);
+        for (; c + 2 < NC; c += 2) {
+            first(s0, xt, c + 1);
+            load_b1(c);
+            wg_wait_n<2>();
+            act(s1, hB, c);
+            second(hB, c);
+            first(s1, xt, c + 2);
+            load_b1(c + 1);
+            wg_wait_n<2>();
+            act(s0, hA, c + 1);
+            second(hA, c + 1);
+        }
+        if (c + 1 < NC) {
+            first(s0, xt, c + 1);
+            load_b1(c);
+            wg_wait_n<2>();
+            act(s1, hB, c);
+            second(hB, c);
+            load_b1(c + 1);
             wg_wait_n<1>();
-            act(s0, hA, 0);
-            second(hA, 0);
-            for (; c + 2 < NC; c += 2) {
-                first(s0, xt, c + 1);
-                load_b1(c);
-                wg_wait_n<2>();
-                act(s1, hB, c);
-                second(hB, c);
-                first(s1, xt, c + 2);
-                load_b1(c + 1);
-                wg_wait_n<2>();
-                act(s0, hA, c + 1);
-                second(hA, c + 1);
-            }
-            if (c + 1 < NC) {
-                first(s0, xt, c + 1);
-                load_b1(c);
-                wg_wait_n<2>();
-                act(s1, hB, c);
-                second(hB, c);
-                load_b1(c + 1);
-                wg_wait_n<1>();
-                act(s0, hA, c + 1);
-                second(hA, c + 1);
-            } else {
-                load_b1(c);
-                wg_wait_n<1>();
-                act(s1, hB, c);
-                second(hB, c);
-            }
+            act(s0, hA, c + 1);
+            second(hA, c + 1);
+        } else {
+            load_b1(c);
+            wg_wait_n<1>();
+            act(s1, hB, c);
+            second(hB, c);
         }
         /* the residual, and this block's columns of b2 (a lane's two of each of its n-tiles, 16-bit
          * pairs), loaded here and not before the products: their registers went to hB */
