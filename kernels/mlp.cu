@@ -256,9 +256,10 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
      * elements at its own index (the same thread of the peer holds the same rows and columns), 16
      * bytes a store; this block's columns plus b2 stay in `mine`. finish, once the next round's
      * first product is on the tensor cores (the peer's part lands while they work; straight after
-     * send, ncu had a tenth of the kernel's samples waiting for it): y for this block's columns. Ranks as constants: acc is indexed by them, and registers cannot be indexed at run
-     * time. Round k's parts complete phase k % 2 of `full`; the peer's arrival on `empty` after
-     * reading round k lets round k + 1's go. */
+     * send, ncu had a tenth of the kernel's samples waiting for it): y for this block's columns.
+     * Ranks as constants: acc is indexed by them, and registers cannot be indexed at run time.
+     * Round k's parts complete phase k % 2 of `full`; the peer's arrival on `empty` after reading
+     * round k lets round k + 1's go. */
     uint32_t res[2][HT];
     float mine[HT][4]; /* this block's columns of a round's sums and b2 */
     auto send = [&](auto rank_c, const uint32_t *bias2) {

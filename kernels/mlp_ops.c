@@ -6,15 +6,16 @@
  *   x, residual, y [..., D]; w1 [H, D], b1 [H]; w2 [D, H], b2 [D]; hidden [..., H], scratch
  * On an sm_90 GPU, from TK_MLP_MIN_ROWS rows, the persistent kernel of mlp.cu (clusters of two
  * blocks holding the weights in shared memory) for f16/bf16 with D 64 or 128 and H a multiple of
- * 128, 256 at least, whose weights fit (tk_mlp_takes), contiguous 16-byte aligned tensors; otherwise (and on the
- * CPU) the two fused linears it replaces, through `hidden` (or a tensor of its own where the call
- * gives none: not while a CUDA graph is captured). */
+ * 128, 256 at least, whose weights fit (tk_mlp_takes), contiguous 16-byte aligned tensors;
+ * otherwise (and on the CPU) the two fused linears it replaces, through `hidden` (or a tensor of
+ * its own where the call gives none: not while a CUDA graph is captured). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
 
+#include "log.h"
 #include "mlp_grid.h"
 #include "rt_internal.h"
 
@@ -68,8 +69,10 @@ static int64_t min_rows(void)
     if (r < 0) {
         const char *e = getenv("TK_MLP_MIN_ROWS");
         char *end = NULL;
-        long long n = e ? strtoll(e, &end, 10) : -1;
-        r = e && *e && end && !*end && n >= 0 ? (int64_t)n : TK_MLP_MIN_ROWS;
+        long long n = e && *e ? strtoll(e, &end, 10) : -1;
+        r = n >= 0 && !*end ? (int64_t)n : TK_MLP_MIN_ROWS;
+        if (e && *e && r != n)
+            tk_log(TK_LOG_WARN, "TK_MLP_MIN_ROWS='%s' is not a row count; using %d", e, TK_MLP_MIN_ROWS);
         v = r;
     }
     return r;

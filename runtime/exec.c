@@ -381,10 +381,7 @@ static int64_t const_dim(const xvalue *v, int d)
  * TK_FUSION=pairs stops at the pairs (comparisons). */
 static int fuse_mlp(tk_exec_program *p)
 {
-    const char *only = getenv("TK_FUSION");
     size_t nn = p->m->nnodes;
-    if (only && !strcmp(only, "pairs"))
-        return 0;
     for (size_t n = 0; n < nn; n++) {
         xnode *a = &p->nodes[n], *b = NULL;
         size_t k = n + 1;
@@ -433,9 +430,9 @@ static int fuse_mlp(tk_exec_program *p)
 
 static int fuse_nodes(tk_exec_program *p)
 {
-    const char *off = getenv("TK_FUSION");
+    const char *mode = getenv("TK_FUSION"); /* "0": no fusion; "pairs": no fuse_mlp */
     size_t nn = p->m->nnodes;
-    if (off && !strcmp(off, "0"))
+    if (mode && !strcmp(mode, "0"))
         return 0;
     for (size_t n = 0; n + 1 < nn; n++) {
         xnode *a = &p->nodes[n], *b = &p->nodes[n + 1];
@@ -480,7 +477,7 @@ static int fuse_nodes(tk_exec_program *p)
         if (!(b->label = node_label(p, b->pm->op, what)))
             return TK_ENOMEM;
     }
-    return fuse_mlp(p);
+    return mode && !strcmp(mode, "pairs") ? 0 : fuse_mlp(p);
 }
 
 /* --- views ---------------------------------------------------------------------------------------
