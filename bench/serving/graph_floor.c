@@ -11,12 +11,16 @@
  * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
  *
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
- *               [--set-current] [--launcher] [--graphs N] [--json F]              (--poll: --wait poll)
+ *               [--set-current] [--launcher] [--graphs N] [--direct] [--update] [--json F]
  * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. --launcher (with --wait flag
  * or kflag): one more thread makes every launch, on the workers' requests. --graphs N: each thread
  * instantiates its graph N times and launches a random one of them every call, as a session
  * launches the graph of the call's shape among many (bench_serving --max-shapes): what a cold
- * graph costs the driver against one launched over and over. */
+ * graph costs the driver against one launched over and over. --direct: no graph; each call launches
+ * the kernels (and, with --wait flag or kflag, the write or the signal kernel) one by one on the
+ * stream, as an eager run does: what a program of one kernel saves or loses without its graph.
+ * --update: one graph, its kernels' arguments and grid changed before every launch
+ * (cuGraphExecKernelNodeSetParams), as one graph shared by many shapes would be. */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
@@ -51,6 +55,9 @@ static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
     X(cuMemHostAlloc, (void **, size_t, unsigned))                                                      \
     X(cuMemHostGetDevicePointer_v2, (CUdeviceptr *, void *, unsigned))                                  \
     X(cuStreamWriteValue32_v2, (CUstream, CUdeviceptr, cuuint32_t, unsigned))                           \
+    X(cuGraphGetNodes, (CUgraph, CUgraphNode *, size_t *))                                              \
+    X(cuGraphKernelNodeGetParams_v2, (CUgraphNode, CUDA_KERNEL_NODE_PARAMS *))                          \
+    X(cuGraphExecKernelNodeSetParams_v2, (CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS *))   \
     X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
                        CUstream, void **, void **))
 
@@ -62,7 +69,7 @@ static CUfunction g_fn, g_signal;
 static int g_calls = 20000, g_warmup = 2000, g_kernels = 3;
 enum { WAIT_SYNC, WAIT_POLL, WAIT_FLAG, WAIT_KFLAG };
 static const char *const wait_names[] = {"sync", "poll", "flag", "kflag"};
-static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1;
+static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1, g_direct, g_update;
 
 #define CK(call)                                                                                  \
     do {                                                                                          \
@@ -131,6 +138,23 @@ static void wait_stream(CUstream s, volatile unsigned *flag)
     }
 }
 
+/* --direct: the kernels and the end-of-call write (or signal kernel) launched one by one */
+static void launch_direct(CUstream s, volatile unsigned *flag, CUdeviceptr dflag)
+{
+    unsigned long long dummy = 0, p = (unsigned long long)dflag;
+    void *params[] = {&dummy}, *sp[] = {&p};
+    if (g_set_current)
+        CK(p_cuCtxSetCurrent(g_ctx));
+    if (flag)
+        __atomic_store_n(flag, 0u, __ATOMIC_RELEASE);
+    for (int k = 0; k < g_kernels; k++)
+        CK(p_cuLaunchKernel(g_fn, 1, 1, 1, 128, 1, 1, 0, s, params, NULL));
+    if (g_wait == WAIT_FLAG)
+        CK(p_cuStreamWriteValue32_v2(s, dflag, 1, 0));
+    else if (g_wait == WAIT_KFLAG)
+        CK(p_cuLaunchKernel(g_signal, 1, 1, 1, 1, 1, 1, 0, s, sp, NULL));
+}
+
 static void launch(worker *w, volatile unsigned *flag)
 {
     if (g_launcher) {
@@ -176,6 +200,20 @@ static void *work(void *arg)
         CK(p_cuLaunchKernel(g_signal, 1, 1, 1, 1, 1, 1, 0, s, sp, NULL));
     }
     CK(p_cuStreamEndCapture(s, &g));
+    /* --update: the kernel nodes (the signal's aside), their parameters as captured */
+    CUgraphNode nodes[66];
+    CUDA_KERNEL_NODE_PARAMS kp[66];
+    size_t nn = 66;
+    unsigned long long value = 0;
+    void *vparams[] = {&value};
+    if (g_update) {
+        CK(p_cuGraphGetNodes(g, nodes, &nn));
+        for (size_t k = 0; k < nn; k++) {
+            CK(p_cuGraphKernelNodeGetParams_v2(nodes[k], &kp[k]));
+            if (kp[k].func != g_fn)
+                nodes[k] = NULL; /* the signal kernel stays as it is */
+        }
+    }
     CUgraphExec *ges = malloc(sizeof *ges * (size_t)g_graphs);
     if (!ges)
         exit(1);
@@ -197,7 +235,19 @@ static void *work(void *arg)
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
             w->ge = ges[rng % (unsigned long long)g_graphs];
         }
-        launch(w, flag);
+        for (size_t k = 0; g_update && k < nn; k++) {
+            if (!nodes[k])
+                continue;
+            value = (unsigned long long)i;
+            kp[k].gridDimX = 1 + (unsigned)(i & 7); /* another shape: another grid */
+            kp[k].kernelParams = vparams;
+            kp[k].extra = NULL;
+            CK(p_cuGraphExecKernelNodeSetParams_v2(w->ge, nodes[k], &kp[k]));
+        }
+        if (g_direct)
+            launch_direct(s, flag, dflag);
+        else
+            launch(w, flag);
         wait_stream(s, flag);
     }
     CK(p_cuStreamSynchronize(s));
@@ -253,6 +303,10 @@ int main(int argc, char **argv)
             g_launcher = 1;
         else if (!strcmp(argv[i], "--graphs") && i + 1 < argc)
             g_graphs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--direct"))
+            g_direct = 1;
+        else if (!strcmp(argv[i], "--update"))
+            g_update = 1;
         else if (!strcmp(argv[i], "--set-current"))
             g_set_current = 1;
         else if (!strcmp(argv[i], "--poll"))
@@ -273,13 +327,18 @@ int main(int argc, char **argv)
         else {
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
-                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--graphs N] [--json F]\n",
+                    "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--graphs N] "
+                    "[--direct] [--update] [--json F]\n",
                     help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
     }
     if (g_calls < 1 || g_kernels < 1 || g_kernels > 64 || g_warmup < 0) {
         fprintf(stderr, "graph_floor: --calls and --kernels (at most 64) must be at least 1\n");
+        return 2;
+    }
+    if ((g_direct || g_update) && (g_launcher || g_graphs > 1 || (g_direct && g_update))) {
+        fprintf(stderr, "graph_floor: --direct and --update go alone: not with each other, --launcher or --graphs\n");
         return 2;
     }
     if (g_graphs < 1 || g_graphs > 1 << 20 || (g_graphs > 1 && g_launcher)) {
@@ -318,8 +377,13 @@ int main(int argc, char **argv)
     }
     static const char *const wait_text[] = {"cuStreamSynchronize", "cuStreamQuery polling",
                                             "a host flag set by a write-value node", "a host flag set by a kernel"};
-    printf("graph of %d empty kernels (a random one of %d graphs a call), launch%s + %s, %d calls per thread\n",
-           g_kernels, g_graphs, g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
+    if (g_direct)
+        printf("%d empty kernels launched one by one (no graph) + %s, %d calls per thread\n", g_kernels,
+               wait_text[g_wait], g_calls);
+    else
+        printf("graph of %d empty kernels (a random one of %d graphs a call%s), launch%s + %s, %d calls per thread\n",
+               g_kernels, g_graphs, g_update ? ", its kernels' arguments and grid set anew" : "",
+               g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
     printf("threads  calls/s    us/call/thread  x one thread\n");
     if (jf)
         fprintf(jf, "{\"kernels\": %d, \"wait\": \"%s\", \"calls\": %d, \"rows\": [", g_kernels, wait_names[g_wait],
