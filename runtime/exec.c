@@ -767,8 +767,10 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
  * tk_session_options.max_shapes sets another bound; symbol spaces up to that many signatures are
  * captured whole, ahead of requests (prefill). */
 #define DEFAULT_MAX_PLANS 1024
-/* The automatic prefill starts once the session has planned this many signatures: its shapes vary. */
+/* The automatic prefill starts once requests have brought this many signatures: its shapes vary. */
 #define PREFILL_AFTER 16
+/* The warm-up walks at most this many signatures (and at most half the plans a session keeps). */
+#define WARM_MAX 256
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
@@ -852,7 +854,14 @@ struct tk_session {
     /* Prefill: the capture thread also plans and captures every signature of a small symbol
      * space (at most max_plans) that no request brought yet, in order, requests first; so that a
      * server's later first calls of a size replay too. It starts once the session has run
-     * PREFILL_AFTER signatures (TK_PREFILL_AUTO) or at creation (TK_PREFILL_NOW). */
+     * PREFILL_AFTER signatures (TK_PREFILL_AUTO) or at creation (TK_PREFILL_NOW).
+     * Warm-up: a TK_PREFILL_AUTO session on a GPU first walks a few signatures from creation on,
+     * each symbol at its minimum, the powers of two above it and its maximum (walk_step), and
+     * captures them as the prefill would: what the first run of a size bucket does once per
+     * device (cuBLASLt's heuristic, a module loaded: milliseconds) is done then, off the request
+     * path, for every bucket a later size falls in. */
+    int walk_warm;          /* the walk under way is the warm-up */
+    size_t requested;       /* plans made by requests: PREFILL_AFTER counts these */
     int prefill_allowed;    /* graphs on and the space small enough */
     int space_large;        /* more signatures than max_plans: a staged graph waits for a
                                signature's second run (most come once), so captures that would
@@ -867,6 +876,20 @@ struct tk_session {
 
 static int plan_new(plan **out, tk_session *s, const int64_t *key);
 static int arena_reserve(tk_session *s, size_t size);
+
+/* The value after v of a symbol whose largest is max in a walk of its values: every value (the
+ * prefill), or (warm) the powers of two above v's and max last; -1 past max. */
+static int64_t walk_step(int warm, int64_t v, int64_t max)
+{
+    if (v >= max)
+        return -1;
+    if (!warm)
+        return v + 1;
+    int64_t p = 1;
+    while (p <= v && p < max && p < ((int64_t)1 << 62))
+        p <<= 1;
+    return p < max ? p : max;
+}
 static void plan_free(tk_session *s, plan *pl);
 
 /* The arena is sized up front for the largest shapes the program allows (every symbol at its
@@ -942,9 +965,21 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     }
     s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= limit && opts->prefill != TK_PREFILL_OFF;
     s->space_large = space > limit;
-    if (s->prefill_allowed && opts->prefill == TK_PREFILL_NOW) {
+    uint64_t warm = 1; /* the warm-up's signatures */
+    for (size_t k = 0; k < m->nsymbols && warm <= WARM_MAX; k++) {
+        uint64_t n = 1;
+        for (int64_t v = m->symbols[k].min; n <= WARM_MAX && (v = walk_step(1, v, m->symbols[k].max)) >= 0;)
+            n++;
+        warm *= n;
+    }
+    int warm_up = s->graphs && m->nsymbols > 0 && opts->prefill == TK_PREFILL_AUTO && warm <= WARM_MAX &&
+                  warm <= s->max_plans / 2;
+    if ((s->prefill_allowed && opts->prefill == TK_PREFILL_NOW) || warm_up) {
         pthread_mutex_lock(&s->lock);
         if (capturer_start_locked(s) == 0) {
+            s->walk_warm = !(s->prefill_allowed && opts->prefill == TK_PREFILL_NOW);
+            for (size_t k = 0; k < m->nsymbols; k++)
+                s->prefill_key[k] = m->symbols[k].min;
             s->prefill_on = 1;
             pthread_cond_signal(&s->cond);
         }
@@ -1111,16 +1146,6 @@ int tk_session_wait_ready(tk_session *s)
     int ready = s->capturer && s->prefill_on && s->prefill_done && s->graphs && !s->capture_failures;
     pthread_mutex_unlock(&s->lock);
     return ready;
-}
-
-void tk_exec_session_set_prefill(tk_session *s, int on)
-{
-    if (!s)
-        return;
-    pthread_mutex_lock(&s->lock);
-    if (!on)
-        s->prefill_allowed = s->prefill_on = 0;
-    pthread_mutex_unlock(&s->lock);
 }
 
 /* --- input checks --------------------------------------------------------------------------- */
@@ -1520,6 +1545,7 @@ static int plan_get(tk_session *s, const binding *b, plan **out)
         if (s->nplans >= s->max_plans)
             victim = plan_evict_locked(s);
         plan_insert_locked(s, pl);
+        s->requested++;
     }
     pthread_mutex_unlock(&s->lock);
     plan_free(s, victim);
@@ -1841,6 +1867,21 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
 
 /* --- the capture thread ------------------------------------------------------------------------ */
 
+/* With the lock held: the walk is over. The prefill is done; after the warm-up, the prefill
+ * proper waits for its start (or starts now, when requests brought PREFILL_AFTER signatures
+ * meanwhile). */
+static void walk_over_locked(tk_session *s)
+{
+    if (!s->walk_warm) {
+        s->prefill_done = 1;
+        return;
+    }
+    s->walk_warm = s->prefill_walked = 0;
+    for (size_t k = 0; k < s->p->m->nsymbols; k++)
+        s->prefill_key[k] = s->p->m->symbols[k].min;
+    s->prefill_on = s->prefill_allowed && s->requested >= PREFILL_AFTER;
+}
+
 /* With the lock held: the next signature of the symbol space that has no graph yet, planned and
  * put in the table when no request made its plan (the lock is let go meanwhile); NULL when the
  * walk is over (or the table is full). */
@@ -1853,16 +1894,17 @@ static plan *prefill_next_locked(tk_session *s)
             /* only now: the last signature was handed out and marked in capture under the lock
              * (set done as it was walked past, tk_session_wait_ready would have returned while
              * its plan was still being made, the lock released, and before its graph existed) */
-            s->prefill_done = 1;
-            break;
+            walk_over_locked(s);
+            continue;
         }
         int64_t key[64];
         memcpy(key, s->prefill_key, sizeof(int64_t) * (size_t)nsyms);
         /* advance: the last symbol fastest; past the end the walk is over */
         int k = nsyms - 1;
         for (; k >= 0; k--) {
-            if (s->prefill_key[k] < m->symbols[k].max) {
-                s->prefill_key[k]++;
+            int64_t next = walk_step(s->walk_warm, s->prefill_key[k], m->symbols[k].max);
+            if (next >= 0) {
+                s->prefill_key[k] = next;
                 break;
             }
             s->prefill_key[k] = m->symbols[k].min;
@@ -1887,8 +1929,9 @@ static plan *prefill_next_locked(tk_session *s)
             return pl;
         }
         if (s->nplans >= s->max_plans) {
-            s->prefill_done = 1;
-            break;
+            s->prefill_walked = 1;
+            walk_over_locked(s);
+            continue;
         }
         pthread_mutex_unlock(&s->lock);
         int rc = plan_new(&pl, s, key);
@@ -2049,7 +2092,7 @@ static void capture_later(tk_session *s, plan *pl)
     if (pl->graph_state == GRAPH_NONE) {
         /* a session whose shapes vary (PREFILL_AFTER signatures so far) gets the rest of its
          * small space captured too; one that serves a few shapes never pays for it */
-        if (s->prefill_allowed && !s->prefill_on && s->nplans >= PREFILL_AFTER)
+        if (s->prefill_allowed && !s->prefill_on && s->requested >= PREFILL_AFTER)
             s->prefill_on = 1;
         pl->graph_state = GRAPH_QUEUED;
         enqueue_locked(s, pl);
@@ -2198,7 +2241,7 @@ int tk_session_bind(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor *
         /* the walk again, from the start: every signature gets its graph on the buffers */
         for (size_t k = 0; k < m->nsymbols; k++)
             s->prefill_key[k] = m->symbols[k].min;
-        s->prefill_done = s->prefill_walked = 0;
+        s->prefill_done = s->prefill_walked = s->walk_warm = 0;
         s->prefill_on = 1;
         s->capture_failures = 0;
         pthread_cond_signal(&s->cond);

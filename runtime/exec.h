@@ -60,11 +60,6 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
 /* Waits until the capture thread has no signature left to capture, the prefill included (tests,
  * benchmarks). */
 void tk_exec_session_wait_captures(tk_session *s);
-/* Turns the prefill off (tests that count eager runs and captures); it is on by default on a GPU
- * when the program's symbol space has at most max_shapes (1024) signatures, and starts once the
- * session has run 16 different signatures (its shapes vary), or at creation with
- * TK_PREFILL_NOW. */
-void tk_exec_session_set_prefill(tk_session *s, int on);
 
 /* Turns CUDA graph replay off (0) or on (1, the default on a GPU), for comparisons. */
 void tk_exec_session_set_graphs(tk_session *s, int on);

@@ -100,10 +100,11 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
     tk_session *g, *e;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU, NULL));
+    tk_session_options off = TK_SESSION_OPTIONS_INIT;
+    off.prefill = TK_PREFILL_OFF; /* this test counts eager runs and captures: no warm-up either */
+    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU, &off));
     tk_assert_ok(tk_exec_session_new(&e, fx.p, GPU, NULL));
     tk_exec_session_set_graphs(e, 0);
-    tk_exec_session_set_prefill(g, 0); /* this test counts eager runs and captures */
     /* the first run of a signature is eager and hands it to the capture thread; later runs
      * replay the graph it made */
     const tk_exec_mode want[] = {TK_EXEC_EAGER, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED, TK_EXEC_REPLAYED};
@@ -151,8 +152,9 @@ static void gpu__graph_replay_matches_eager_and_reference(void **state)
     fixture_release(&fx);
 }
 
-/* Prefill: once a session has run 16 different batches, the capture thread captures every
- * signature of the (small) symbol space; then every batch, run before or not, replays a graph. */
+/* Warm-up, then prefill. From its creation the capture thread captures batch 1, 2, 4, ..., 64 (a
+ * first run of those sizes replays); once requests have brought 16 other batches, it captures
+ * every signature of the (small) symbol space; then every batch, run before or not, replays. */
 static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
 {
     (void)state;
@@ -161,13 +163,19 @@ static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
     tk_exec_stats st;
     fixture_init(&fx);
     tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, NULL));
+    tk_exec_session_wait_captures(s);
+    tk_exec_session_stats(s, &st);
+    assert_int_equal(st.captures, 7); /* the warm-up: 1, 2, 4, 8, 16, 32, 64 */
+    assert_int_equal(st.plans, 7);
+    assert_int_equal(run_checked(s, 32, 32), TK_EXEC_REPLAYED); /* never run, warmed up */
+    assert_int_equal(run_checked(s, 3, 3), TK_EXEC_EAGER);      /* never run */
     for (int64_t b = 1; b <= 4; b++) /* a few shapes: no prefill */
         run_checked(s, b, (int)b);
     tk_exec_session_wait_captures(s);
     tk_exec_session_stats(s, &st);
-    assert_int_equal(st.captures, 4);
-    assert_int_equal(st.plans, 4);
-    for (int64_t b = 41; b <= 52; b++) /* shapes that vary: 16 signatures in all */
+    assert_int_equal(st.captures, 8);
+    assert_int_equal(st.plans, 8);
+    for (int64_t b = 41; b <= 55; b++) /* shapes that vary: 16 brought by requests in all */
         run_checked(s, b, (int)b);
     tk_exec_session_wait_captures(s);
     tk_exec_session_stats(s, &st);
@@ -600,8 +608,9 @@ static void gpu__same_tensors_run_through_a_direct_graph(void **state)
     tk_session *g;
     tk_exec_stats st;
     fixture_init(&fx);
-    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU, NULL));
-    tk_exec_session_set_prefill(g, 0);
+    tk_session_options off = TK_SESSION_OPTIONS_INIT;
+    off.prefill = TK_PREFILL_OFF;
+    tk_assert_ok(tk_exec_session_new(&g, fx.p, GPU, &off));
     tk_ctx *ctx = tk_session_ctx(g);
     const int64_t oshape[] = {13, TP_OUT};
     tk_tensor *x = tp_input(13, 3), *dx = on_gpu(ctx, x), *dout[2], *other[2];

@@ -38,7 +38,7 @@
 
 typedef struct options {
     const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv, *prefill;
-    int calls, warmup, first, max_shapes, bind;
+    int calls, warmup, first, max_shapes, bind, ready;
     uint64_t seed;
     tk_session_options session; /* from --prefill and --max-shapes */
 } options;
@@ -71,11 +71,13 @@ static int usage(FILE *f, int status)
     fprintf(f, "usage: bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]\n"
                "                     [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]\n"
                "                     [--first N] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n"
-               "                     [--prefill auto|now|off] [--max-shapes N] [--bind]\n"
+               "                     [--prefill auto|now|off] [--max-shapes N] [--bind] [--ready]\n"
                "--prefill now: each session captures its whole symbol space from creation and is waited for\n"
                "(tk_session_wait_ready) before its first call; --max-shapes: the signatures a session keeps;\n"
                "--bind: each session's buffers (largest shapes) are bound (tk_session_bind) and its prefill\n"
-               "waited for: calls on them replay graphs captured on them.\n");
+               "waited for: calls on them replay graphs captured on them. --ready: each session's background\n"
+               "work (the warm-up of --prefill auto) waited for before its first call, as a service does at\n"
+               "start-up.\n");
     return status;
 }
 
@@ -85,9 +87,10 @@ static int fail(const char *what)
     return 1;
 }
 
-/* A new session's buffers bound (--bind) and its prefill waited for (--prefill now): *ready_ms
- * is the time both took, *ready tk_session_wait_ready's answer. */
-static int session_settle(const tk_session_options *so, int bind, tk_session *s, const shape_buffers *b,
+/* A new session's buffers bound (--bind) and its prefill waited for (--prefill now, or --ready: its
+ * warm-up under --prefill auto): *ready_ms is the time both took, *ready tk_session_wait_ready's
+ * answer. */
+static int session_settle(const tk_session_options *so, int bind, int wait, tk_session *s, const shape_buffers *b,
                           double *ready_ms, int *ready)
 {
     double t0 = now_us();
@@ -96,7 +99,7 @@ static int session_settle(const tk_session_options *so, int bind, tk_session *s,
     *ready = 0;
     if (bind && (rc = tk_session_bind(s, b->in, b->nin, b->out, b->nout)))
         return rc;
-    if (so->prefill == TK_PREFILL_NOW || bind) {
+    if (so->prefill == TK_PREFILL_NOW || bind || wait) {
         rc = tk_session_wait_ready(s);
         *ready = rc > 0;
     }
@@ -108,7 +111,7 @@ static int session_settle(const tk_session_options *so, int bind, tk_session *s,
 
 typedef struct worker {
     const tk_session_options *so;
-    int bind;
+    int bind, wait;
     tk_package *pkg;
     tk_device dev;
     shape_stream_kind kind;
@@ -144,7 +147,7 @@ static void *work(void *arg)
         st.next = st.nrows ? (size_t)w->index % st.nrows : 0; /* threads of a cycle start apart */
         if ((w->rc = shape_buffers_init(&bufs, &st, w->pkg, s, w->seed)))
             snprintf(w->err, sizeof w->err, "buffers: %s", tk_error_last());
-        else if ((w->rc = session_settle(w->so, w->bind, s, &bufs, &ready_ms, &ready)))
+        else if ((w->rc = session_settle(w->so, w->bind, w->wait, s, &bufs, &ready_ms, &ready)))
             snprintf(w->err, sizeof w->err, "bind and prefill: %s", tk_error_last());
     }
     tk_ctx *ctx = s ? tk_session_ctx(s) : NULL;
@@ -218,8 +221,8 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
     pthread_barrier_init(&ready, NULL, (unsigned)nthreads + 1);
     pthread_barrier_init(&done, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){.so = &o->session, .bind = o->bind, .pkg = pkg, .dev = dev, .kind = kind, .list = list, .seed = o->seed,
-                        .index = i, .warmup = o->warmup, .calls = o->calls, .ready = &ready, .done = &done,
+        w[i] = (worker){.so = &o->session, .bind = o->bind, .wait = o->ready, .pkg = pkg, .dev = dev, .kind = kind,
+                        .list = list, .seed = o->seed, .index = i, .warmup = o->warmup, .calls = o->calls, .ready = &ready, .done = &done,
                         .t = t + (size_t)i * (size_t)o->calls, .is_new = is_new + (size_t)i * (size_t)o->calls};
         if (pthread_create(&th[i], NULL, work, &w[i])) {
             fprintf(stderr, "bench_serving: cannot start thread %d\n", i);
@@ -290,7 +293,7 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
         fail("buffers");
         goto done;
     }
-    if (session_settle(&o->session, o->bind, s, &bufs, &r->ready_ms, &r->ready)) {
+    if (session_settle(&o->session, o->bind, o->ready, s, &bufs, &r->ready_ms, &r->ready)) {
         fail("bind and prefill");
         goto done;
     }
@@ -398,8 +401,10 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
         json_str(f, vals[i]);
         fprintf(f, ",\n");
     }
-    fprintf(f, " \"calls\": %d, \"warmup\": %d, \"seed\": %llu, \"prefill\": \"%s\", \"max_shapes\": %d, \"bind\": %d,\n",
-            o->calls, o->warmup, (unsigned long long)o->seed, o->prefill ? o->prefill : "auto", o->max_shapes, o->bind);
+    fprintf(f, " \"calls\": %d, \"warmup\": %d, \"seed\": %llu, \"prefill\": \"%s\", \"max_shapes\": %d, \"bind\": %d, "
+               "\"ready\": %d,\n",
+            o->calls, o->warmup, (unsigned long long)o->seed, o->prefill ? o->prefill : "auto", o->max_shapes, o->bind,
+            o->ready);
     fprintf(f, " \"first_calls\": {\"shapes\": %d, \"session_new_ms\": %.3f, \"ready_ms\": %.3f, \"ready\": %d, "
                "\"session_first_call_us\": %.3f, \"first\": ",
             fr->shapes, fr->session_new_ms, fr->ready_ms, fr->ready, fr->session_first_us);
@@ -481,6 +486,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--max-shapes")) num = &o.max_shapes;
         else if (!strcmp(a, "--bind")) {
             o.bind = 1;
+            continue;
+        }
+        else if (!strcmp(a, "--ready")) {
+            o.ready = 1;
             continue;
         }
         else if (!strcmp(a, "--calls")) num = &o.calls, lo = 1;
@@ -598,9 +607,10 @@ int main(int argc, char **argv)
     if (o.first > 0 && (rc = run_first(&o, pkg, dev, fixed, &fr)))
         goto done;
     if (o.first > 0) {
-        if (o.session.prefill == TK_PREFILL_NOW || o.bind)
+        if (o.session.prefill == TK_PREFILL_NOW || o.bind || o.ready)
             printf("prefill%s: the fresh session was ready %.1f ms after its buffers (%s)\n", o.bind ? " on bound buffers" : "",
-                   fr.ready_ms, fr.ready ? "every signature captured" : "no prefill: the symbol space is above --max-shapes");
+                   fr.ready_ms, fr.ready ? "every signature captured"
+                                         : "not every signature: the warm-up only, or a space above --max-shapes");
         printf("first calls (a fresh session, made in %.1f ms): its first call %.1f us (%s); then %d shapes never "
                "run before, each once, and again:\n", fr.session_new_ms, fr.session_first_us, fixed, fr.shapes);
         printf("  %-12s %10s %10s %10s %10s %10s\n", "", "median us", "p90 us", "p99 us", "mean us", "max us");

@@ -184,10 +184,16 @@ void tk_session_free(tk_session *s);
  * signature of the program's symbol space ahead of requests when the space has at most
  * max_shapes signatures, so that no request, a size never seen included, waits for planning,
  * cuBLASLt heuristics or a capture:
- *   TK_PREFILL_AUTO  once the session has run 16 different signatures (its shapes vary)
+ *   TK_PREFILL_AUTO  once requests have brought 16 different signatures (its shapes vary);
+ *                    and from tk_session_new_ex on, a warm-up: each symbol at its minimum, the
+ *                    powers of two above it and its maximum (at most 256 signatures, and half
+ *                    of max_shapes), whatever the space's size, so that what a size bucket's
+ *                    first run does once per device (cuBLASLt's heuristic: milliseconds) is
+ *                    done before requests
  *   TK_PREFILL_NOW   from tk_session_new_ex on, in the background: a service creates its
  *                    sessions at start-up and calls tk_session_wait_ready before traffic
- *   TK_PREFILL_OFF   never (graphs are still captured for signatures as they come)
+ *   TK_PREFILL_OFF   never, no warm-up either (graphs are still captured for signatures as
+ *                    they come)
  * max_shapes bounds the signatures (plans and graphs) the session keeps, the least recently used
  * going first; 0 is 1024. Each costs a few hundred bytes of host memory plus its graph (host and
  * device memory of the driver's; docs/runtime.md gives measured figures). CPU sessions ignore the
@@ -213,9 +219,9 @@ typedef struct tk_session_options {
 int tk_session_new_ex(tk_session **out, tk_package *pkg, tk_device dev, const tk_session_options *opts);
 /* Waits until the session's prefill is over. Returns 1 when every signature of the symbol space
  * has its graph, 0 when the session has no prefill (a CPU session, graphs unavailable, a space
- * larger than max_shapes, TK_PREFILL_OFF, or AUTO not started yet) or some signature could not
- * be captured (an op that allocates or synchronizes: those run eagerly), or a negative
- * tk_error_code. */
+ * larger than max_shapes, TK_PREFILL_OFF, or AUTO not started yet: it then waits for the warm-up
+ * only) or some signature could not be captured (an op that allocates or synchronizes: those run
+ * eagerly), or a negative tk_error_code. */
 int tk_session_wait_ready(tk_session *s);
 /* The session's context, for tensors on its device (tk_tensor_new) and tk_ctx_sync. */
 tk_ctx *tk_session_ctx(tk_session *s);
