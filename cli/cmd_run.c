@@ -65,12 +65,13 @@ static void help(FILE *f)
                "(random:4x128; the same seed gives the same values), checks them against the program's dims and\n"
                "ranges, runs the program and prints each output's shape; with --output-dir it writes them as\n"
                "DIR/out0.npy... (f16 and bf16 as float32, exactly). `tkexport inspect PKG` lists the inputs.\n"
-               "--bench N times N calls of run + sync after --warmup calls, with the inputs already on the device,\n"
-               "and prints the median, p10, p90, p99 and min in microseconds, calls/s and samples/s (samples: dim\n"
-               "0 of the first input). --profile runs once more, eagerly, with each node's device (kernel) time\n"
-               "and the host's time dispatching it. An output the program cuts out of a larger value with\n"
-               "tk::narrow (GPT-2's logits out of padded rows) is a view of that value, computed in place and\n"
-               "not copied (tk_session_options.output_views); --dense-outputs makes every output contiguous.\n\n"
+               "--bench N times N calls of run + sync after the session's warm-up and --warmup calls, with the\n"
+               "inputs already on the device, and prints the median, p10, p90, p99 and min in microseconds,\n"
+               "calls/s and samples/s (samples: dim 0 of the first input). --profile runs once more, eagerly,\n"
+               "with each node's device (kernel) time and the host's time dispatching it. An output the program\n"
+               "cuts out of a larger value with tk::narrow (GPT-2's logits out of padded rows) is a view of that\n"
+               "value, computed in place and not copied (tk_session_options.output_views); --dense-outputs makes\n"
+               "every output contiguous.\n\n"
                "--shapes times a stream of shapes instead, as a server sees them; the inputs are then made by the\n"
                "command (random values, no --input) with every dynamic dim a symbol of the program:\n"
                "  cycle        8 sizes per symbol, from its min to its max spaced geometrically, in turn\n"
@@ -634,6 +635,9 @@ static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape
         printf("session ready in %.2f ms: %s\n", (now_us() - t_ready) / 1000.0,
                ready ? "every shape of the program has its graph" : "no prefill (the symbol space is above 1024 shapes, or a "
                                                                    "CPU session): new shapes run eagerly first");
+    } else if ((e = tk_session_wait_ready(s)) < 0) { /* the warm-up (docs/runtime.md), not timed */
+        rc = fail(e);
+        goto done;
     }
     if ((e = bench_stream(s, pkg, &st, &bufs, nbench, warmup, seed, label, devname))) {
         rc = fail(e);
@@ -881,6 +885,11 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     int64_t batch = nin && tk_tensor_rank(host_in[0]) > 0 ? tk_tensor_dim(host_in[0], 0) : 1;
+    /* the session's warm-up (docs/runtime.md) over before the timed calls */
+    if (nbench > 0 && (err = tk_session_wait_ready(s)) < 0) {
+        rc = fail(err);
+        goto done;
+    }
     if (nbench > 0 && (err = bench(s, dev_in, nin, outs, nout, nbench, warmup, batch, devname))) {
         rc = fail(err);
         goto done;
