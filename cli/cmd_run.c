@@ -621,24 +621,20 @@ static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape
     }
     printf("package opened in %.2f ms (digests verified, host object loaded); session on %s in %.2f ms "
            "(context, weights uploaded)\n", t_open / 1000.0, devname, t_session / 1000.0);
-    if (bind || so->prefill == TK_PREFILL_NOW) {
-        double t_ready = now_us();
-        if (bind && (e = tk_session_bind(s, bufs.in, bufs.nin, bufs.out, bufs.nout))) {
-            rc = fail(e);
-            goto done;
-        }
-        int ready = tk_session_wait_ready(s);
-        if (ready < 0) {
-            rc = fail(ready);
-            goto done;
-        }
-        printf("session ready in %.2f ms: %s\n", (now_us() - t_ready) / 1000.0,
-               ready ? "every shape of the program has its graph" : "no prefill (the symbol space is above 1024 shapes, or a "
-                                                                   "CPU session): new shapes run eagerly first");
-    } else if ((e = tk_session_wait_ready(s)) < 0) { /* the warm-up (docs/runtime.md), not timed */
+    double t_ready = now_us();
+    if (bind && (e = tk_session_bind(s, bufs.in, bufs.nin, bufs.out, bufs.nout))) {
         rc = fail(e);
         goto done;
     }
+    int ready = tk_session_wait_ready(s); /* the prefill, or the warm-up only (docs/runtime.md): not timed */
+    if (ready < 0) {
+        rc = fail(ready);
+        goto done;
+    }
+    if (bind || so->prefill == TK_PREFILL_NOW)
+        printf("session ready in %.2f ms: %s\n", (now_us() - t_ready) / 1000.0,
+               ready ? "every shape of the program has its graph" : "no prefill (the symbol space is above 1024 shapes, or a "
+                                                                   "CPU session): new shapes run eagerly first");
     if ((e = bench_stream(s, pkg, &st, &bufs, nbench, warmup, seed, label, devname))) {
         rc = fail(e);
         goto done;

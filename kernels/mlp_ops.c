@@ -59,9 +59,8 @@ static int mlp_unfused(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
     return rc;
 }
 
-/* Rows below which the two linears (cuBLASLt) beat the kernel: it then has a cluster or a few,
- * each SM loading its half of the weights before its first product (bench/serving/README.md, the
- * fused MLP). TK_MLP_MIN_ROWS sets it (measurements: 0 runs every call through the kernel). */
+/* Rows below which the two linears (cuBLASLt) run instead of the kernel (mlp_grid.h says why
+ * 1025). TK_MLP_MIN_ROWS sets it (measurements: 0 runs every call through the kernel). */
 static int64_t min_rows(void)
 {
     static _Atomic int64_t v = -1;

@@ -876,6 +876,7 @@ struct tk_session {
 
 static int plan_new(plan **out, tk_session *s, const int64_t *key);
 static int arena_reserve(tk_session *s, size_t size);
+static void plan_free(tk_session *s, plan *pl);
 
 /* The value after v of a symbol whose largest is max in a walk of its values: every value (the
  * prefill), or (warm) the powers of two above v's and max last; -1 past max. */
@@ -890,7 +891,6 @@ static int64_t walk_step(int warm, int64_t v, int64_t max)
         p <<= 1;
     return p < max ? p : max;
 }
-static void plan_free(tk_session *s, plan *pl);
 
 /* The arena is sized up front for the largest shapes the program allows (every symbol at its
  * maximum), so a growing batch does not reallocate it (and recapture every graph) on the request
@@ -974,10 +974,11 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     }
     int warm_up = s->graphs && m->nsymbols > 0 && opts->prefill == TK_PREFILL_AUTO && warm <= WARM_MAX &&
                   warm <= s->max_plans / 2;
-    if ((s->prefill_allowed && opts->prefill == TK_PREFILL_NOW) || warm_up) {
+    int prefill_now = s->prefill_allowed && opts->prefill == TK_PREFILL_NOW;
+    if (prefill_now || warm_up) {
         pthread_mutex_lock(&s->lock);
         if (capturer_start_locked(s) == 0) {
-            s->walk_warm = !(s->prefill_allowed && opts->prefill == TK_PREFILL_NOW);
+            s->walk_warm = !prefill_now;
             for (size_t k = 0; k < m->nsymbols; k++)
                 s->prefill_key[k] = m->symbols[k].min;
             s->prefill_on = 1;

@@ -222,7 +222,8 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
     pthread_barrier_init(&done, NULL, (unsigned)nthreads + 1);
     for (int i = 0; i < nthreads; i++) {
         w[i] = (worker){.so = &o->session, .bind = o->bind, .wait = o->ready, .pkg = pkg, .dev = dev, .kind = kind,
-                        .list = list, .seed = o->seed, .index = i, .warmup = o->warmup, .calls = o->calls, .ready = &ready, .done = &done,
+                        .list = list, .seed = o->seed, .index = i, .warmup = o->warmup, .calls = o->calls,
+                        .ready = &ready, .done = &done,
                         .t = t + (size_t)i * (size_t)o->calls, .is_new = is_new + (size_t)i * (size_t)o->calls};
         if (pthread_create(&th[i], NULL, work, &w[i])) {
             fprintf(stderr, "bench_serving: cannot start thread %d\n", i);

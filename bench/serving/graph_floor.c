@@ -212,6 +212,7 @@ static void *work(void *arg)
             CK(p_cuGraphKernelNodeGetParams_v2(nodes[k], &kp[k]));
             if (kp[k].func != g_fn)
                 nodes[k] = NULL; /* the signal kernel stays as it is */
+            kp[k].kernelParams = vparams, kp[k].extra = NULL; /* value, set anew each call */
         }
     }
     CUgraphExec *ges = malloc(sizeof *ges * (size_t)g_graphs);
@@ -240,8 +241,6 @@ static void *work(void *arg)
                 continue;
             value = (unsigned long long)i;
             kp[k].gridDimX = 1 + (unsigned)(i & 7); /* another shape: another grid */
-            kp[k].kernelParams = vparams;
-            kp[k].extra = NULL;
             CK(p_cuGraphExecKernelNodeSetParams_v2(w->ge, nodes[k], &kp[k]));
         }
         if (g_direct)
@@ -252,6 +251,7 @@ static void *work(void *arg)
     }
     CK(p_cuStreamSynchronize(s));
     w->t1 = now_s();
+    free(ges); /* the driver's graphs go with the process */
     return NULL;
 }
 
