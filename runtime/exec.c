@@ -19,7 +19,9 @@
  * pointers (no copies), replayed whenever that shape comes again with those tensors. A CPU
  * session is eager only and reads and writes the caller's tensors in place. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -771,6 +773,14 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
 #define PREFILL_AFTER 16
 /* The warm-up walks at most this many signatures (and at most half the plans a session keeps). */
 #define WARM_MAX 256
+/* Under traffic the capture thread waits this long after a capture before the next (microseconds;
+ * $TK_CAPTURE_PACE_US sets another, 0 none). A capture holds the driver's locks for hundreds of
+ * microseconds at a time (the instantiation and upload of its graph), and a request that needs the
+ * driver meanwhile waits: unpaced, the mlp's first calls of new sizes had a p99 of 416 to 469 us
+ * while the capture thread worked beside them, paced 80 to 93 (bench/serving/README.md, run95). A
+ * capture during which no request came is not followed by a pause: an idle session (the warm-up,
+ * a prefill waited for) captures at full speed. */
+#define CAPTURE_PACE_US 5000
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
  * kept in the arena start. */
@@ -861,6 +871,8 @@ struct tk_session {
      * device (cuBLASLt's heuristic, a module loaded: milliseconds) is done then, off the request
      * path, for every bucket a later size falls in. */
     int walk_warm;          /* the walk under way is the warm-up */
+    atomic_ulong calls;     /* tk_session_run calls begun: the capture thread's sign of traffic */
+    long pace_us;           /* CAPTURE_PACE_US or $TK_CAPTURE_PACE_US */
     size_t requested;       /* plans made by requests: PREFILL_AFTER counts these */
     int prefill_allowed;    /* graphs on and the space small enough */
     int space_large;        /* more signatures than max_plans: a staged graph waits for a
@@ -934,7 +946,13 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
         return tk_error_set(TK_ENOMEM, "out of memory");
     s->p = p;
     pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
+    pthread_condattr_t ca; /* the capture thread's paced waits count on the monotonic clock */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    const char *pace = getenv("TK_CAPTURE_PACE_US");
+    s->pace_us = pace && *pace ? strtol(pace, NULL, 10) : CAPTURE_PACE_US;
     int rc = 0;
     s->max_plans = opts->max_shapes ? opts->max_shapes : DEFAULT_MAX_PLANS;
     s->output_views = output_views;
@@ -1994,6 +2012,7 @@ static void *capturer_main(void *arg)
         if (s->stop)
             break;
         plan *pl = s->queue;
+        int warm = 0; /* a signature of the warm-up: never paced (it takes slow first runs off requests) */
         if (pl) {
             s->queue = pl->qnext;
             if (!s->queue)
@@ -2003,8 +2022,11 @@ static void *capturer_main(void *arg)
         } else if (!(pl = prefill_next_locked(s))) {
             pthread_cond_broadcast(&s->cond); /* the prefill is done */
             continue;
+        } else {
+            warm = s->walk_warm;
         }
         s->in_capture = pl;
+        const unsigned long calls = atomic_load_explicit(&s->calls, memory_order_relaxed);
         unsigned gen = s->arena_gen;
         int staged = pl->graph_state == GRAPH_QUEUED, direct = pl->direct_state == GRAPH_QUEUED;
         if (direct)
@@ -2043,6 +2065,17 @@ static void *capturer_main(void *arg)
         }
         s->in_capture = NULL;
         pthread_cond_broadcast(&s->cond);
+        /* a request came during the capture: the next waits (CAPTURE_PACE_US), or for the stop */
+        if (!warm && s->pace_us > 0 && atomic_load_explicit(&s->calls, memory_order_relaxed) != calls) {
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_sec += s->pace_us / 1000000;
+            until.tv_nsec += (s->pace_us % 1000000) * 1000;
+            if (until.tv_nsec >= 1000000000)
+                until.tv_sec++, until.tv_nsec -= 1000000000;
+            while (!s->stop && pthread_cond_timedwait(&s->cond, &s->lock, &until) != ETIMEDOUT)
+                ;
+        }
     }
     pthread_mutex_unlock(&s->lock);
     return NULL;
@@ -2323,6 +2356,7 @@ int tk_session_run(tk_session *s, tk_tensor *const *in, size_t nin, tk_tensor **
     if (m->noutputs > sizeof made)
         return tk_error_set(TK_EUNSUPPORTED, "program '%s' has %zu outputs, at most %zu", m->name, m->noutputs,
                             sizeof made);
+    atomic_fetch_add_explicit(&s->calls, 1, memory_order_relaxed);
     memset(&b, 0, sizeof b);
     if ((rc = check_input_kinds(s, in, nin)) || (rc = bind_symbols(s, in, &b)))
         return rc;

@@ -1,11 +1,13 @@
 /* The package runtime on a GPU: the executor's eager runs, CUDA graph capture and replay against
  * each other and the reference computed on the host, several sessions sharing one upload of the
  * weights, per-node profiles with device events. Exits 77 (skipped) without a CUDA driver. */
-#define _POSIX_C_SOURCE 200809L /* setenv, for tk_test_package.h */
+#define _POSIX_C_SOURCE 200809L /* setenv (for tk_test_package.h too), clock_gettime */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -184,6 +186,50 @@ static void gpu__the_whole_small_symbol_space_is_captured_ahead(void **state)
     for (int64_t b = TP_MAX_BATCH; b >= 1; b -= 7)
         assert_int_equal(run_checked(s, b, (int)b), TK_EXEC_REPLAYED);
     tk_session_free(s);
+    fixture_release(&fx);
+}
+
+static double mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
+}
+
+/* Under traffic the capture thread paces itself (exec.c: CAPTURE_PACE_US, here 300 ms): through
+ * 100 ms of calls over 8 batches, each new to the session and queuing its graph, one graph is
+ * captured; unpaced (a session made with the pace at 0), all 8. Once the calls stop, the pause
+ * under way ends and the other 7 follow without one (no request came during them). TK_PREFILL_OFF:
+ * no warm-up, so that the captures are the requests'. */
+static void gpu__the_capture_thread_gives_way_to_requests(void **state)
+{
+    (void)state;
+    fixture fx;
+    tk_exec_stats st;
+    fixture_init(&fx);
+    tk_session_options o = TK_SESSION_OPTIONS_INIT;
+    o.prefill = TK_PREFILL_OFF;
+    for (int paced = 1; paced >= 0; paced--) {
+        tk_session *s;
+        setenv("TK_CAPTURE_PACE_US", paced ? "300000" : "0", 1); /* read by the session's creation */
+        tk_assert_ok(tk_exec_session_new(&s, fx.p, GPU, &o));
+        setenv("TK_CAPTURE_PACE_US", "0", 1); /* main's, for the other tests */
+        double t0 = mono_ms();
+        for (int i = 0; mono_ms() - t0 < 100; i++)
+            run_checked(s, 1 + i % 8, i);
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.captures, paced ? 1 : 8);
+        t0 = mono_ms();
+        tk_exec_session_wait_captures(s);
+        double waited = mono_ms() - t0;
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.captures, 8);
+        if (paced) /* what is left of one pause, not seven more (2.1 s) */
+            assert_true(waited < 1000);
+        for (int64_t b = 1; b <= 8; b++)
+            assert_int_equal(run_checked(s, b, (int)b), TK_EXEC_REPLAYED);
+        tk_session_free(s);
+    }
     fixture_release(&fx);
 }
 
@@ -901,12 +947,16 @@ int main(void)
         return 77;
     }
     tk_log_set(log_all, NULL);
+    /* the tests count graphs and replays where a pause after a capture would make them depend on
+     * timing: no pacing, but in the test of the pacing (which sets its own) */
+    setenv("TK_CAPTURE_PACE_US", "0", 1);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
         cmocka_unit_test(gpu__two_fused_mlp_programs_with_a_new_batch_every_call),
         cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
+        cmocka_unit_test(gpu__the_capture_thread_gives_way_to_requests),
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
         cmocka_unit_test(gpu__a_replay_is_waited_for_on_its_end_of_graph_signal),
         cmocka_unit_test(gpu__two_sessions_hand_their_replays_to_the_launcher),

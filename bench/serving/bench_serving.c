@@ -2,7 +2,7 @@
  *
  *   bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]
  *                 [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]
- *                 [--first N] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]
+ *                 [--first N] [--gap US] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]
  *
  * Streams of input shapes (cli/shape_stream.c): `fixed` one shape (--fixed, default every
  * symbol at min(16, its max)), `cycle` 8 sizes per symbol spaced geometrically over its range,
@@ -16,7 +16,9 @@
  *
  * Before the streams, first calls: a fresh session runs the fixed shape once (its first call),
  * then --first distinct shapes never run before (uniform draws), each once, timed; then each of
- * them once more. The two distributions side by side are the price of a shape never seen.
+ * them once more. The two distributions side by side are the price of a shape never seen. --gap
+ * pauses so many microseconds before each of those calls (untimed): requests spaced as a service
+ * gets them, which leave the session's background work (captures, prefill) room between them.
  *
  * Output: a table on stdout, --json (everything) and --csv (one row per stream and T).
  * Exit status: 0 done, 1 a run failed, 2 usage. */
@@ -38,7 +40,7 @@
 
 typedef struct options {
     const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv, *prefill;
-    int calls, warmup, first, max_shapes, bind, ready;
+    int calls, warmup, first, gap, max_shapes, bind, ready;
     uint64_t seed;
     tk_session_options session; /* from --prefill and --max-shapes */
 } options;
@@ -70,8 +72,10 @@ static int usage(FILE *f, int status)
 {
     fprintf(f, "usage: bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]\n"
                "                     [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]\n"
-               "                     [--first N] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n"
+               "                     [--first N] [--gap US] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n"
                "                     [--prefill auto|now|off] [--max-shapes N] [--bind] [--ready]\n"
+               "--first N: a fresh session's first calls of N shapes never run before, then each again; --gap: a\n"
+               "pause of US microseconds before each of them (untimed), as between a service's requests.\n"
                "--prefill now: each session captures its whole symbol space from creation and is waited for\n"
                "(tk_session_wait_ready) before its first call; --max-shapes: the signatures a session keeps;\n"
                "--bind: each session's buffers (largest shapes) are bound (tk_session_bind) and its prefill\n"
@@ -327,10 +331,13 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
         if (shape_stream_first_time(&un, v) == 1)
             memcpy(shapes + (size_t)n++ * SHAPES_MAX_SYMS, v, sizeof v);
     }
+    const struct timespec gap = {o->gap / 1000000, (long)(o->gap % 1000000) * 1000};
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < n; i++) {
             if (shape_buffers_bind(&bufs, &un, pkg, shapes + (size_t)i * SHAPES_MAX_SYMS, in, out))
                 goto failed;
+            if (o->gap > 0)
+                nanosleep(&gap, NULL);
             t0 = now_us();
             e = tk_session_run(s, in, bufs.nin, out, bufs.nout);
             if (!e)
@@ -406,9 +413,9 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
                "\"ready\": %d,\n",
             o->calls, o->warmup, (unsigned long long)o->seed, o->prefill ? o->prefill : "auto", o->max_shapes, o->bind,
             o->ready);
-    fprintf(f, " \"first_calls\": {\"shapes\": %d, \"session_new_ms\": %.3f, \"ready_ms\": %.3f, \"ready\": %d, "
+    fprintf(f, " \"first_calls\": {\"shapes\": %d, \"gap_us\": %d, \"session_new_ms\": %.3f, \"ready_ms\": %.3f, \"ready\": %d, "
                "\"session_first_call_us\": %.3f, \"first\": ",
-            fr->shapes, fr->session_new_ms, fr->ready_ms, fr->ready, fr->session_first_us);
+            fr->shapes, o->gap, fr->session_new_ms, fr->ready_ms, fr->ready, fr->session_first_us);
     json_stats(f, &fr->first);
     fprintf(f, ", \"second\": ");
     json_stats(f, &fr->second);
@@ -496,6 +503,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--calls")) num = &o.calls, lo = 1;
         else if (!strcmp(a, "--warmup")) num = &o.warmup;
         else if (!strcmp(a, "--first")) num = &o.first;
+        else if (!strcmp(a, "--gap")) num = &o.gap;
         else if (!strcmp(a, "--seed")) {
             if (!v)
                 return usage(stderr, 2);

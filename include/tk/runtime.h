@@ -194,6 +194,9 @@ void tk_session_free(tk_session *s);
  *                    sessions at start-up and calls tk_session_wait_ready before traffic
  *   TK_PREFILL_OFF   never, no warm-up either (graphs are still captured for signatures as
  *                    they come)
+ * Under traffic the capture thread waits 5 ms after a capture before the next ($TK_CAPTURE_PACE_US
+ * sets another pause, 0 none; the warm-up is never paced): a capture holds the driver's locks for
+ * hundreds of microseconds, and a request that needs the driver meanwhile waits for them.
  * max_shapes bounds the signatures (plans and graphs) the session keeps, the least recently used
  * going first; 0 is 1024. Each costs a few hundred bytes of host memory plus its graph (host and
  * device memory of the driver's; docs/runtime.md gives measured figures). CPU sessions ignore the
