@@ -219,6 +219,18 @@ typedef struct lt_extra {
     const tk_tensor *residual;
 } lt_extra;
 
+/* The largest power of two up to 256 that divides a (an address, or a byte offset): what we may
+ * promise cuBLASLt (it assumes 256 unless told, and may pick a kernel that needs that). */
+static uint32_t alignment_of(uint64_t a)
+{
+    uint32_t al = 256;
+    while (al > 1 && (a & (al - 1)))
+        al >>= 1;
+    return al;
+}
+
+static uint32_t ptr_alignment(const void *p) { return alignment_of((uintptr_t)p); }
+
 #ifdef TK_HAVE_CUDA_HEADERS
 /* --- plans -------------------------------------------------------------------------------
  * What a call needs besides its pointers is a plan: the matrix layouts and the algorithm, which
@@ -241,18 +253,6 @@ typedef struct lt_extra {
  * sizes come in. TK_CUBLASLT_EXACT=1 asks the heuristic for every new M instead. */
 
 enum { PLAN_EXACT = 1, PLAN_BUCKET = 2 }; /* tk_lt_key.kind */
-
-/* The largest power of two up to 256 that divides a (an address, or a byte offset): what we may
- * promise cuBLASLt (it assumes 256 unless told, and may pick a kernel that needs that). */
-static uint32_t alignment_of(uint64_t a)
-{
-    uint32_t al = 256;
-    while (al > 1 && (a & (al - 1)))
-        al >>= 1;
-    return al;
-}
-
-static uint32_t ptr_alignment(const void *p) { return alignment_of((uintptr_t)p); }
 
 static int64_t log2_of(uint32_t v)
 {
@@ -615,6 +615,46 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
 }
 #endif
 
+/* --- few rows: the op's own kernel ----------------------------------------------------------
+ * tk::linear (not its fused forms: cuBLASLt's epilogues are faster there) of up to
+ * LINEAR_SMALL_ROWS rows of f16 or bf16 with K and N multiples of 64, contiguous 16-byte aligned
+ * tensors, on sm_80 and later: linear_small.cu's kernel, whose launch costs the host what any
+ * launch does, where a call of cublasLtMatmul spends 6 to 10 us there (bench/serving/README.md,
+ * run96, run97). $TK_LINEAR_SMALL_ROWS sets another bound (0: never). */
+#define LINEAR_SMALL_ROWS 1024
+
+TK_KERNEL_DECL(tk_linear_small_f16);
+TK_KERNEL_DECL(tk_linear_small_bf16);
+
+static int64_t small_rows(void)
+{
+    static _Atomic int64_t v = -1;
+    if (v < 0)
+        v = tk_env_rows("TK_LINEAR_SMALL_ROWS", LINEAR_SMALL_ROWS);
+    return v;
+}
+
+static int small_operand(const tk_tensor *t, tk_dtype dt)
+{
+    return !t || (tk_tensor_dtype(t) == dt && tk_tensor_is_contiguous(t) && ptr_alignment(tk_tensor_data(t)) >= 16);
+}
+
+/* tk::linear on the GPU: the kernel for few rows where it takes the problem, cuBLASLt otherwise. */
+static int linear_gpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K, int64_t N)
+{
+    static const lt_extra plain = {0, NULL};
+    tk_dtype dt = tk_tensor_dtype(in[0]);
+    if ((dt == TK_F16 || dt == TK_BF16) && M <= small_rows() && K % 64 == 0 && N % 64 == 0 && K <= INT32_MAX &&
+        N <= INT32_MAX && tk_cuda_cc_of(ctx) >= 80 && small_operand(in[0], dt) && small_operand(in[1], dt) &&
+        small_operand(in[2], dt) && small_operand(out[0], dt)) {
+        int m = (int)M, n = (int)N, k = (int)K;
+        return tk_wrap(ctx, dt == TK_BF16 ? tk_linear_small_bf16 : tk_linear_small_f16,
+                       TK_DIM3((uint32_t)(N / 64), (uint32_t)tk_cdiv(M, 64)), TK_DIM3(128), in[0], in[1], in[2],
+                       out[0], m, n, k);
+    }
+    return linear_cublaslt(ctx, in, out, M, K, N, &plain);
+}
+
 /* y[M, N] = x[M, K] w[N, K]^T + b: 2MNK flops for the product and MN for the bias; x, w, b and y
  * each cross memory once. */
 static int linear_cost(tk_tensor *const *in, tk_tensor *const *out, tk_op_cost *cost)
@@ -639,8 +679,7 @@ TK_OP(tk_linear_op, "tk::linear", "(Tensor x, Tensor weight, Tensor? bias=None) 
         return rc;
     if (M == 0 || N == 0)
         return 0;
-    static const lt_extra plain = {0, NULL};
-    return linear_cublaslt(ctx, in, out, M, K, N, &plain);
+    return linear_gpu(ctx, in, out, M, K, N);
 }
 
 tk_tensor *(tk_linear)(tk_ctx *ctx, tk_tensor *x, tk_tensor *w, tk_tensor *b) { return tk_call(ctx, "tk::linear", x, w, b); }

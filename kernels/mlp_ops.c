@@ -15,7 +15,6 @@
 #include <tk/op.h>
 #include <tk/runtime.h>
 
-#include "log.h"
 #include "mlp_grid.h"
 #include "rt_internal.h"
 
@@ -64,17 +63,9 @@ static int mlp_unfused(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
 static int64_t min_rows(void)
 {
     static _Atomic int64_t v = -1;
-    int64_t r = v;
-    if (r < 0) {
-        const char *e = getenv("TK_MLP_MIN_ROWS");
-        char *end = NULL;
-        long long n = e && *e ? strtoll(e, &end, 10) : -1;
-        r = n >= 0 && !*end ? (int64_t)n : TK_MLP_MIN_ROWS;
-        if (e && *e && r != n)
-            tk_log(TK_LOG_WARN, "TK_MLP_MIN_ROWS='%s' is not a row count; using %d", e, TK_MLP_MIN_ROWS);
-        v = r;
-    }
-    return r;
+    if (v < 0)
+        v = tk_env_rows("TK_MLP_MIN_ROWS", TK_MLP_MIN_ROWS);
+    return v;
 }
 
 /* The output: the residual's dtype and shape (the two linears check the rest when they run). */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "rt_internal.h"
 
 int tk_ctx_new(tk_ctx **out, tk_device dev)
@@ -70,4 +71,17 @@ int tk_ctx_sync(tk_ctx *ctx)
 int tk_ctx_sm_count(tk_ctx *ctx)
 {
     return ctx && ctx->device.kind == TK_DEVICE_CUDA ? tk_cuda_sm_count_of(ctx) : 1;
+}
+
+int64_t tk_env_rows(const char *name, int64_t dflt)
+{
+    const char *e = getenv(name);
+    if (!e || !*e)
+        return dflt;
+    char *end = NULL;
+    long long n = strtoll(e, &end, 10);
+    if (n >= 0 && !*end)
+        return (int64_t)n;
+    tk_log(TK_LOG_WARN, "%s='%s' is not a row count; using %lld", name, e, (long long)dflt);
+    return dflt;
 }

@@ -501,8 +501,42 @@ static tk_linear_stats stats_of(fixture *f)
     return st;
 }
 
+/* Up to 1024 rows of f16 or bf16 with K and N multiples of 64, aligned: tk::linear runs
+ * linear_small.cu's kernel (cuBLASLt's counters do not move), with and without a bias, every
+ * result against the reference; from 1025 rows, or N = 72, cuBLASLt (a plan looked up), and its
+ * fused forms always (the same shapes through tk::_linear_gelu and tk::_linear_add). */
+static void gpu__few_rows_run_the_ops_own_kernel(void **state)
+{
+    fixture *f = *state;
+    static const int64_t few[][3] = {{1, 64, 64}, {63, 128, 512}, {65, 512, 128}, {300, 128, 512}, {1024, 64, 192}};
+    for (size_t d = 0; d < 2; d++) {
+        tk_dtype dt = d ? TK_BF16 : TK_F16;
+        for (size_t s = 0; s < sizeof few / sizeof *few; s++) {
+            const int64_t xshape[2] = {few[s][0], few[s][1]};
+            tk_linear_stats a = stats_of(f), b;
+            check_linear(f, dt, 2, xshape, few[s][2], 0);
+            check_linear_ex(f, dt, 2, xshape, few[s][2], 0, 1); /* no bias */
+            b = stats_of(f);
+            assert_int_equal(b.plan_hits + b.plan_misses, a.plan_hits + a.plan_misses);
+            for (int gelu = 0; gelu < 2; gelu++)
+                check_fused(f, gelu, dt, few[s][0], few[s][1], few[s][2], 1);
+            a = stats_of(f);
+            assert_true(a.plan_hits + a.plan_misses >= b.plan_hits + b.plan_misses + 2); /* one each, two on a fallback */
+        }
+        static const int64_t lt[][3] = {{1025, 64, 64}, {64, 64, 72}};
+        for (size_t s = 0; s < 2; s++) {
+            const int64_t xshape[2] = {lt[s][0], lt[s][1]};
+            tk_linear_stats a = stats_of(f), b;
+            check_linear(f, dt, 2, xshape, lt[s][2], 0);
+            b = stats_of(f);
+            assert_int_equal(b.plan_hits + b.plan_misses, a.plan_hits + a.plan_misses + 1);
+        }
+    }
+}
+
 /* A serving stream: the MLP's first layer (bf16, K = 128, N = 64) over many batch sizes in
- * [1, 1024] in random order, each new one and each repeat against the reference; then plain
+ * [1, 1024] in random order (the kernel for few rows), each new one and each repeat against the
+ * reference; then plain
  * counts on a shape no other test uses (N = 72): a repeat is a hit with no heuristic query, and a
  * new M of a known bucket costs one cublasLtMatmulAlgoCheck, not a query, when the check passes. */
 static void gpu__linear_over_a_stream_of_sizes_matches_and_caches_plans(void **state)
@@ -576,7 +610,8 @@ static void *lt_work(void *arg)
 static void gpu__linear_from_threads_matches_the_reference(void **state)
 {
     fixture *f = *state;
-    const int64_t K = 128, N = 64, wshape[2] = {N, K};
+    /* N = 72, not a multiple of 64: cuBLASLt's shared plan cache, not the kernel for few rows */
+    const int64_t K = 128, N = 72, wshape[2] = {N, K};
     tk_tensor *hw = host(TK_BF16, 2, wshape), *hb = host(TK_BF16, 1, &N);
     fill(hw, -1.0f, 1.0f);
     fill(hb, -1.0f, 1.0f);
@@ -1057,6 +1092,7 @@ int main(void)
         GPU_TEST(gpu__linear_flattens_leading_dimensions),
         GPU_TEST(gpu__linear_with_unaligned_tensors_matches_the_reference),
         GPU_TEST(gpu__linear_over_a_stream_of_sizes_matches_and_caches_plans),
+        GPU_TEST(gpu__few_rows_run_the_ops_own_kernel),
         GPU_TEST(gpu__linear_from_threads_matches_the_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
