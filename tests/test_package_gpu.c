@@ -199,7 +199,7 @@ static double mono_ms(void)
 /* Under traffic the capture thread paces itself (exec.c: CAPTURE_PACE_US, here 300 ms): through
  * 100 ms of calls over 8 batches, each new to the session and queuing its graph, one graph is
  * captured; unpaced (a session made with the pace at 0), all 8. Once the calls stop, the pause
- * under way ends and the other 7 follow without one (no request came during them). TK_PREFILL_OFF:
+ * under way ends and the other 7 follow without one (no request came since). TK_PREFILL_OFF:
  * no warm-up, so that the captures are the requests'. */
 static void gpu__the_capture_thread_gives_way_to_requests(void **state)
 {
