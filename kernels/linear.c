@@ -630,7 +630,7 @@ static int64_t small_rows(void)
 {
     static _Atomic int64_t v = -1;
     if (v < 0)
-        v = tk_env_rows("TK_LINEAR_SMALL_ROWS", LINEAR_SMALL_ROWS);
+        v = tk_env_count("TK_LINEAR_SMALL_ROWS", LINEAR_SMALL_ROWS);
     return v;
 }
 
@@ -644,8 +644,8 @@ static int linear_gpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, 
 {
     static const lt_extra plain = {0, NULL};
     tk_dtype dt = tk_tensor_dtype(in[0]);
-    if ((dt == TK_F16 || dt == TK_BF16) && M <= small_rows() && K % 64 == 0 && N % 64 == 0 && K <= INT32_MAX &&
-        N <= INT32_MAX && tk_cuda_cc_of(ctx) >= 80 && small_operand(in[0], dt) && small_operand(in[1], dt) &&
+    if ((dt == TK_F16 || dt == TK_BF16) && M <= small_rows() && K % 64 == 0 && N % 64 == 0 && M <= INT32_MAX &&
+        K <= INT32_MAX && N <= INT32_MAX && tk_cuda_cc_of(ctx) >= 80 && small_operand(in[0], dt) && small_operand(in[1], dt) &&
         small_operand(in[2], dt) && small_operand(out[0], dt)) {
         int m = (int)M, n = (int)N, k = (int)K;
         return tk_wrap(ctx, dt == TK_BF16 ? tk_linear_small_bf16 : tk_linear_small_f16,

@@ -64,7 +64,7 @@ static int64_t min_rows(void)
 {
     static _Atomic int64_t v = -1;
     if (v < 0)
-        v = tk_env_rows("TK_MLP_MIN_ROWS", TK_MLP_MIN_ROWS);
+        v = tk_env_count("TK_MLP_MIN_ROWS", TK_MLP_MIN_ROWS);
     return v;
 }
 

@@ -73,7 +73,7 @@ int tk_ctx_sm_count(tk_ctx *ctx)
     return ctx && ctx->device.kind == TK_DEVICE_CUDA ? tk_cuda_sm_count_of(ctx) : 1;
 }
 
-int64_t tk_env_rows(const char *name, int64_t dflt)
+int64_t tk_env_count(const char *name, int64_t dflt)
 {
     const char *e = getenv(name);
     if (!e || !*e)
@@ -82,6 +82,6 @@ int64_t tk_env_rows(const char *name, int64_t dflt)
     long long n = strtoll(e, &end, 10);
     if (n >= 0 && !*end)
         return (int64_t)n;
-    tk_log(TK_LOG_WARN, "%s='%s' is not a row count; using %lld", name, e, (long long)dflt);
+    tk_log(TK_LOG_WARN, "%s='%s' is not a whole number >= 0; using %lld", name, e, (long long)dflt);
     return dflt;
 }

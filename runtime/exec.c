@@ -951,8 +951,7 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cond, &ca);
     pthread_condattr_destroy(&ca);
-    const char *pace = getenv("TK_CAPTURE_PACE_US");
-    s->pace_us = pace && *pace ? strtol(pace, NULL, 10) : CAPTURE_PACE_US;
+    s->pace_us = (long)tk_env_count("TK_CAPTURE_PACE_US", CAPTURE_PACE_US);
     int rc = 0;
     s->max_plans = opts->max_shapes ? opts->max_shapes : DEFAULT_MAX_PLANS;
     s->output_views = output_views;

@@ -139,10 +139,10 @@ int tk_cuda_sync(tk_ctx *ctx);
 /* ctx's CUstream (cast to cudaStream_t for CUDA libraries), NULL on the CPU. */
 void *tk_cuda_stream(tk_ctx *ctx);
 int tk_cuda_sm_count_of(tk_ctx *ctx);
-/* A count of rows from the environment variable `name` (a threshold the built-in ops read once:
- * TK_MLP_MIN_ROWS, TK_LINEAR_SMALL_ROWS); dflt when it is unset, and, with a warning, when it is
- * not a whole number >= 0. */
-int64_t tk_env_rows(const char *name, int64_t dflt);
+/* A whole number >= 0 from the environment variable `name`: the runtime's tuning knobs
+ * (TK_MLP_MIN_ROWS and TK_LINEAR_SMALL_ROWS, read once by their ops; TK_CAPTURE_PACE_US, at each
+ * session's creation). dflt when it is unset, and, with a warning, when it is not such a number. */
+int64_t tk_env_count(const char *name, int64_t dflt);
 /* The compute capability of ctx's GPU as major * 10 + minor (90: sm_90), read once per device; 0 on the CPU. */
 int tk_cuda_cc_of(tk_ctx *ctx);
 /* The number of CUDA devices, and the compute capability of one (7.5, 9.0...); TK_EDEVICE with
