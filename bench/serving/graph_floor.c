@@ -12,6 +12,7 @@
  *
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
  *               [--set-current] [--launcher] [--graphs N] [--direct] [--update] [--json F]
+ *               [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]
  * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. --launcher (with --wait flag
  * or kflag): one more thread makes every launch, on the workers' requests. --graphs N: each thread
  * instantiates its graph N times and launches a random one of them every call, as a session
@@ -20,7 +21,16 @@
  * the kernels (and, with --wait flag or kflag, the write or the signal kernel) one by one on the
  * stream, as an eager run does: what a program of one kernel saves or loses without its graph.
  * --update: one graph, its kernels' arguments and grid changed before every launch
- * (cuGraphExecKernelNodeSetParams), as one graph shared by many shapes would be. */
+ * (cuGraphExecKernelNodeSetParams), as one graph shared by many shapes would be.
+ * --beside: one more thread, on its own stream, makes graphs of the same kernels over and over while
+ * the workers call, as a session's capture thread does under traffic: `capture` (begin, launches,
+ * end, destroy), `instantiate` (and cuGraphInstantiate, cuGraphExecDestroy) or `upload` (and
+ * cuGraphUpload + cuStreamSynchronize, as libtkrt does) or `update` (captures, then one graph
+ * updated from each with cuGraphExecUpdate instead of instantiated; `update-upload`: and uploaded);
+ * --beside-pause US sleeps between two. Which
+ * of these steps makes the workers' calls wait: the table gains their median, p99 and max, and the
+ * median time of each step (with the graph's first and second launch, each waited for with
+ * cuStreamSynchronize, after instantiate or update). */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
@@ -49,6 +59,9 @@ static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
     X(cuStreamEndCapture, (CUstream, CUgraph *))                                                        \
     X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                       \
     X(cuGraphUpload, (CUgraphExec, CUstream))                                                           \
+    X(cuGraphExecDestroy, (CUgraphExec))                                                                \
+    X(cuGraphDestroy, (CUgraph))                                                                        \
+    X(cuGraphExecUpdate_v2, (CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo *))                      \
     X(cuGraphLaunch, (CUgraphExec, CUstream))                                                           \
     X(cuStreamSynchronize, (CUstream))                                                                  \
     X(cuStreamQuery, (CUstream))                                                                        \
@@ -70,6 +83,9 @@ static int g_calls = 20000, g_warmup = 2000, g_kernels = 3;
 enum { WAIT_SYNC, WAIT_POLL, WAIT_FLAG, WAIT_KFLAG };
 static const char *const wait_names[] = {"sync", "poll", "flag", "kflag"};
 static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1, g_direct, g_update;
+enum { BESIDE_NONE, BESIDE_CAPTURE, BESIDE_INSTANTIATE, BESIDE_UPLOAD, BESIDE_UPDATE, BESIDE_UPDATE_UPLOAD };
+static const char *const beside_names[] = {"none", "capture", "instantiate", "upload", "update", "update-upload"};
+static int g_beside, g_beside_pause_us;
 
 #define CK(call)                                                                                  \
     do {                                                                                          \
@@ -95,6 +111,7 @@ typedef struct worker {
     CUgraphExec ge;
     CUstream s;
     int ready, req;
+    double *lat; /* each timed call's seconds */
 } worker;
 
 /* --launcher: one thread makes every cuGraphLaunch, for the workers that ask (each then spins on
@@ -243,17 +260,111 @@ static void *work(void *arg)
             kp[k].gridDimX = 1 + (unsigned)(i & 7); /* another shape: another grid */
             CK(p_cuGraphExecKernelNodeSetParams_v2(w->ge, nodes[k], &kp[k]));
         }
+        const double c0 = now_s();
         if (g_direct)
             launch_direct(s, flag, dflag);
         else
             launch(w, flag);
         wait_stream(s, flag);
+        if (i >= g_warmup)
+            w->lat[i - g_warmup] = now_s() - c0;
     }
     CK(p_cuStreamSynchronize(s));
     w->t1 = now_s();
     free(ges); /* the driver's graphs go with the process */
     return NULL;
 }
+
+/* --beside: graphs of the workers' kernels made over and over on another stream; each step's
+ * seconds per iteration into steps[] (capture, instantiate or update, upload, first launch, second
+ * launch, destroy) */
+#define BESIDE_MAX 100000
+static double *g_steps[6];
+static int g_beside_n;
+
+static void *beside(void *arg)
+{
+    (void)arg;
+    CUstream s;
+    CK(p_cuCtxSetCurrent(g_ctx));
+    CK(p_cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    unsigned long long dummy = 0;
+    void *params[] = {&dummy};
+    CUgraphExec spare = NULL; /* update: the one graph updated from each capture */
+    while (!__atomic_load_n(&g_stop, __ATOMIC_ACQUIRE) && g_beside_n < BESIDE_MAX) {
+        CUgraph g;
+        CUgraphExec ge = NULL;
+        double t[7];
+        t[0] = now_s();
+        dummy = (unsigned long long)g_beside_n; /* another shape: other arguments, another grid */
+        const unsigned grid = 1 + (unsigned)(g_beside_n & 7);
+        CK(p_cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+        for (int k = 0; k < g_kernels + 1; k++) /* the kernels and the end-of-call signal's place */
+            CK(p_cuLaunchKernel(g_fn, grid, 1, 1, 128, 1, 1, 0, s, params, NULL));
+        CK(p_cuStreamEndCapture(s, &g));
+        t[1] = t[2] = t[3] = now_s();
+        if (g_beside >= BESIDE_UPDATE) {
+            CUgraphExecUpdateResultInfo info;
+            if (!spare)
+                CK(p_cuGraphInstantiateWithFlags(&spare, g, 0));
+            else
+                CK(p_cuGraphExecUpdate_v2(spare, g, &info));
+            t[2] = t[3] = now_s();
+        } else if (g_beside >= BESIDE_INSTANTIATE) {
+            CK(p_cuGraphInstantiateWithFlags(&ge, g, 0));
+            t[2] = t[3] = now_s();
+        }
+        if (g_beside == BESIDE_UPLOAD || g_beside == BESIDE_UPDATE_UPLOAD) {
+            CK(p_cuGraphUpload(ge ? ge : spare, s));
+            CK(p_cuStreamSynchronize(s));
+            t[3] = now_s();
+        }
+        /* the graph's first launch, waited for: what the request that first replays it pays */
+        CUgraphExec first = g_beside >= BESIDE_UPDATE ? spare : ge;
+        if (first) {
+            CK(p_cuGraphLaunch(first, s));
+            CK(p_cuStreamSynchronize(s));
+        }
+        t[4] = now_s();
+        if (first) { /* and its second, for comparison */
+            CK(p_cuGraphLaunch(first, s));
+            CK(p_cuStreamSynchronize(s));
+        }
+        t[5] = now_s();
+        if (ge)
+            CK(p_cuGraphExecDestroy(ge));
+        CK(p_cuGraphDestroy(g));
+        t[6] = now_s();
+        for (int k = 0; k < 6; k++)
+            g_steps[k][g_beside_n] = t[k + 1] - t[k];
+        g_beside_n++;
+        if (g_beside_pause_us > 0) {
+            struct timespec ts = {g_beside_pause_us / 1000000, (long)(g_beside_pause_us % 1000000) * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (spare)
+        CK(p_cuGraphExecDestroy(spare));
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* the q-quantile (0..1) of v[0..n), sorted in place */
+static double quantile(double *v, size_t n, double q)
+{
+    if (!n)
+        return 0;
+    qsort(v, n, sizeof *v, cmp_double);
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+    return v[i < n ? i : n - 1];
+}
+
+static double g_lat_q[3]; /* the last run's call median, p99 and max, seconds */
 
 /* calls/s of n threads */
 static double run(int n)
@@ -262,14 +373,23 @@ static double run(int n)
     pthread_t lt;
     pthread_barrier_t start;
     pthread_barrier_init(&start, NULL, (unsigned)n);
+    pthread_t bt;
     memset(w, 0, sizeof w);
+    double *lat = malloc(sizeof *lat * (size_t)n * (size_t)g_calls);
+    if (!lat)
+        exit(1);
+    g_stop = 0;
     if (g_launcher) {
-        g_workers = w, g_nworkers = n, g_stop = 0;
+        g_workers = w, g_nworkers = n;
         if (pthread_create(&lt, NULL, launcher, NULL))
             exit(1);
     }
+    g_beside_n = 0;
+    if (g_beside && pthread_create(&bt, NULL, beside, NULL))
+        exit(1);
     for (int i = 0; i < n; i++) {
         w[i].start = &start;
+        w[i].lat = lat + (size_t)i * (size_t)g_calls;
         if (pthread_create(&w[i].th, NULL, work, &w[i]))
             exit(1);
     }
@@ -279,12 +399,29 @@ static double run(int n)
         t0 = w[i].t0 < t0 ? w[i].t0 : t0;
         t1 = w[i].t1 > t1 ? w[i].t1 : t1;
     }
-    if (g_launcher) {
-        __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&g_stop, 1, __ATOMIC_RELEASE);
+    if (g_launcher)
         pthread_join(lt, NULL);
-    }
+    if (g_beside)
+        pthread_join(bt, NULL);
     pthread_barrier_destroy(&start);
+    const size_t nl = (size_t)n * (size_t)g_calls;
+    g_lat_q[0] = quantile(lat, nl, 0.5), g_lat_q[1] = quantile(lat, nl, 0.99), g_lat_q[2] = lat[nl - 1];
+    free(lat);
     return (double)n * g_calls / (t1 - t0);
+}
+
+/* The index of value among an option's names[first..n), or -1 with the error printed */
+static int choice(const char *opt, const char *value, const char *const *names, int first, int n)
+{
+    for (int k = first; k < n; k++)
+        if (!strcmp(value, names[k]))
+            return k;
+    fprintf(stderr, "graph_floor: %s takes", opt);
+    for (int k = first; k < n; k++)
+        fprintf(stderr, "%s %s", k == first ? "" : ",", names[k]);
+    fprintf(stderr, ", not '%s'\n", value);
+    return -1;
 }
 
 int main(int argc, char **argv)
@@ -307,20 +444,18 @@ int main(int argc, char **argv)
             g_direct = 1;
         else if (!strcmp(argv[i], "--update"))
             g_update = 1;
+        else if (!strcmp(argv[i], "--beside") && i + 1 < argc) {
+            if ((g_beside = choice("--beside", argv[++i], beside_names, 1, 6)) < 0)
+                return 2;
+        } else if (!strcmp(argv[i], "--beside-pause") && i + 1 < argc)
+            g_beside_pause_us = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--set-current"))
             g_set_current = 1;
         else if (!strcmp(argv[i], "--poll"))
             g_wait = WAIT_POLL;
         else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
-            const char *w = argv[++i];
-            g_wait = -1;
-            for (int k = 0; k < 4; k++)
-                if (!strcmp(w, wait_names[k]))
-                    g_wait = k;
-            if (g_wait < 0) {
-                fprintf(stderr, "graph_floor: --wait takes sync, poll, flag or kflag, not '%s'\n", w);
+            if ((g_wait = choice("--wait", argv[++i], wait_names, 0, 4)) < 0)
                 return 2;
-            }
         }
         else if (!strcmp(argv[i], "--json") && i + 1 < argc)
             json = argv[++i];
@@ -328,7 +463,7 @@ int main(int argc, char **argv)
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
                     "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--graphs N] "
-                    "[--direct] [--update] [--json F]\n",
+                    "[--direct] [--update] [--json F] [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]\n",
                     help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
@@ -345,6 +480,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "graph_floor: --graphs takes 1 to 1048576, and not with --launcher\n");
         return 2;
     }
+    if (g_beside_pause_us < 0 || g_beside_pause_us > 10000000) {
+        fprintf(stderr, "graph_floor: --beside-pause takes 0 to 10000000 microseconds\n");
+        return 2;
+    }
+    for (int k = 0; g_beside && k < 6; k++)
+        if (!(g_steps[k] = malloc(sizeof *g_steps[k] * BESIDE_MAX)))
+            return 1;
     if (g_launcher && g_wait < WAIT_FLAG) {
         fprintf(stderr, "graph_floor: --launcher needs --wait flag or kflag (the workers spin on their graph's "
                         "word)\n");
@@ -384,7 +526,11 @@ int main(int argc, char **argv)
         printf("graph of %d empty kernels (a random one of %d graphs a call%s), launch%s + %s, %d calls per thread\n",
                g_kernels, g_graphs, g_update ? ", its kernels' arguments and grid set anew" : "",
                g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
-    printf("threads  calls/s    us/call/thread  x one thread\n");
+    if (g_beside)
+        printf("beside the calls, another thread makes graphs (%s steps), %d us apart\n", beside_names[g_beside],
+               g_beside_pause_us);
+    printf("threads  calls/s    us/call/thread  x one thread  call median  p99  max (us)%s\n",
+           g_beside ? "  | graphs made; median us: capture instantiate|update upload first-launch second-launch destroy" : "");
     if (jf)
         fprintf(jf, "{\"kernels\": %d, \"wait\": \"%s\", \"calls\": %d, \"rows\": [", g_kernels, wait_names[g_wait],
                 g_calls);
@@ -400,7 +546,14 @@ int main(int argc, char **argv)
         double cps = run((int)n);
         if (one == 0)
             one = cps / (double)n;
-        printf("%7ld  %9.0f  %14.2f  %12.2f\n", n, cps, 1e6 * (double)n / cps, cps / one);
+        printf("%7ld  %9.0f  %14.2f  %12.2f  %11.2f  %6.2f  %7.1f", n, cps, 1e6 * (double)n / cps, cps / one,
+               1e6 * g_lat_q[0], 1e6 * g_lat_q[1], 1e6 * g_lat_q[2]);
+        if (g_beside) {
+            printf("  | %6d;", g_beside_n);
+            for (int k = 0; k < 6; k++)
+                printf(" %7.1f", 1e6 * quantile(g_steps[k], (size_t)g_beside_n, 0.5));
+        }
+        printf("\n");
         if (jf)
             fprintf(jf, "%s{\"threads\": %ld, \"calls_per_s\": %.0f}", first ? "" : ", ", n, cps);
         first = 0;
