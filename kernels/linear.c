@@ -639,20 +639,27 @@ static int small_operand(const tk_tensor *t, tk_dtype dt)
     return !t || (tk_tensor_dtype(t) == dt && tk_tensor_is_contiguous(t) && ptr_alignment(tk_tensor_data(t)) >= 16);
 }
 
+/* Whether the kernel for few rows takes this problem (the conditions above; its sizes are ints) */
+static int small_takes(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K, int64_t N)
+{
+    tk_dtype dt = tk_tensor_dtype(in[0]);
+    if ((dt != TK_F16 && dt != TK_BF16) || M > small_rows() || K % 64 || N % 64 || M > INT32_MAX || K > INT32_MAX ||
+        N > INT32_MAX)
+        return 0;
+    return tk_cuda_cc_of(ctx) >= 80 && small_operand(in[0], dt) && small_operand(in[1], dt) &&
+           small_operand(in[2], dt) && small_operand(out[0], dt);
+}
+
 /* tk::linear on the GPU: the kernel for few rows where it takes the problem, cuBLASLt otherwise. */
 static int linear_gpu(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out, int64_t M, int64_t K, int64_t N)
 {
     static const lt_extra plain = {0, NULL};
-    tk_dtype dt = tk_tensor_dtype(in[0]);
-    if ((dt == TK_F16 || dt == TK_BF16) && M <= small_rows() && K % 64 == 0 && N % 64 == 0 && M <= INT32_MAX &&
-        K <= INT32_MAX && N <= INT32_MAX && tk_cuda_cc_of(ctx) >= 80 && small_operand(in[0], dt) && small_operand(in[1], dt) &&
-        small_operand(in[2], dt) && small_operand(out[0], dt)) {
-        int m = (int)M, n = (int)N, k = (int)K;
-        return tk_wrap(ctx, dt == TK_BF16 ? tk_linear_small_bf16 : tk_linear_small_f16,
-                       TK_DIM3((uint32_t)(N / 64), (uint32_t)tk_cdiv(M, 64)), TK_DIM3(128), in[0], in[1], in[2],
-                       out[0], m, n, k);
-    }
-    return linear_cublaslt(ctx, in, out, M, K, N, &plain);
+    if (!small_takes(ctx, in, out, M, K, N))
+        return linear_cublaslt(ctx, in, out, M, K, N, &plain);
+    int m = (int)M, n = (int)N, k = (int)K;
+    return tk_wrap(ctx, tk_tensor_dtype(in[0]) == TK_BF16 ? tk_linear_small_bf16 : tk_linear_small_f16,
+                   TK_DIM3((uint32_t)(N / 64), (uint32_t)tk_cdiv(M, 64)), TK_DIM3(128), in[0], in[1], in[2], out[0], m,
+                   n, k);
 }
 
 /* y[M, N] = x[M, K] w[N, K]^T + b: 2MNK flops for the product and MN for the bias; x, w, b and y
