@@ -17,6 +17,7 @@
 #include "fsutil.h"
 #include "npy.h"
 #include "options.h"
+#include "call_stats.h"
 #include "shape_stream.h"
 #include "strbuf.h"
 #include <tk/error.h>

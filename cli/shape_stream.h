@@ -79,11 +79,4 @@ void shape_buffers_release(shape_buffers *b);
  * from the seed and the name; the same seed and name give the same values. */
 void shape_fill_random(tk_tensor *t, const char *name, uint64_t seed);
 
-/* Statistics of n call times in microseconds (sorts t): nearest-rank percentiles. */
-typedef struct call_stats {
-    size_t n;
-    double median, p10, p90, p99, min, max, mean, calls_per_s;
-} call_stats;
-void call_stats_compute(double *t, size_t n, call_stats *out);
-
 #endif

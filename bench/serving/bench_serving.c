@@ -34,6 +34,7 @@
 
 #include <tk/runtime.h>
 
+#include "call_stats.h"
 #include "shape_stream.h"
 
 #define MAX_THREADS 64

@@ -40,6 +40,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "call_stats.h"
+
 static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
                           ".visible .entry tk_floor_empty(.param .u64 p)\n{\n\tret;\n}\n"
                           ".visible .entry tk_floor_signal(.param .u64 p)\n{\n"
@@ -111,7 +113,7 @@ typedef struct worker {
     CUgraphExec ge;
     CUstream s;
     int ready, req;
-    double *lat; /* each timed call's seconds */
+    double *lat; /* each timed call's microseconds */
 } worker;
 
 /* --launcher: one thread makes every cuGraphLaunch, for the workers that ask (each then spins on
@@ -267,7 +269,7 @@ static void *work(void *arg)
             launch(w, flag);
         wait_stream(s, flag);
         if (i >= g_warmup)
-            w->lat[i - g_warmup] = now_s() - c0;
+            w->lat[i - g_warmup] = 1e6 * (now_s() - c0);
     }
     CK(p_cuStreamSynchronize(s));
     w->t1 = now_s();
@@ -276,8 +278,8 @@ static void *work(void *arg)
 }
 
 /* --beside: graphs of the workers' kernels made over and over on another stream; each step's
- * seconds per iteration into steps[] (capture, instantiate or update, upload, first launch, second
- * launch, destroy) */
+ * microseconds per iteration into steps[] (capture, instantiate or update, upload, first launch,
+ * second launch, destroy) */
 #define BESIDE_MAX 100000
 static double *g_steps[6];
 static int g_beside_n;
@@ -336,7 +338,7 @@ static void *beside(void *arg)
         CK(p_cuGraphDestroy(g));
         t[6] = now_s();
         for (int k = 0; k < 6; k++)
-            g_steps[k][g_beside_n] = t[k + 1] - t[k];
+            g_steps[k][g_beside_n] = 1e6 * (t[k + 1] - t[k]);
         g_beside_n++;
         if (g_beside_pause_us > 0) {
             struct timespec ts = {g_beside_pause_us / 1000000, (long)(g_beside_pause_us % 1000000) * 1000};
@@ -348,23 +350,7 @@ static void *beside(void *arg)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* the q-quantile (0..1) of v[0..n), sorted in place */
-static double quantile(double *v, size_t n, double q)
-{
-    if (!n)
-        return 0;
-    qsort(v, n, sizeof *v, cmp_double);
-    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
-    return v[i < n ? i : n - 1];
-}
-
-static double g_lat_q[3]; /* the last run's call median, p99 and max, seconds */
+static call_stats g_lat; /* the last run's calls, every thread's */
 
 /* calls/s of n threads */
 static double run(int n)
@@ -405,8 +391,7 @@ static double run(int n)
     if (g_beside)
         pthread_join(bt, NULL);
     pthread_barrier_destroy(&start);
-    const size_t nl = (size_t)n * (size_t)g_calls;
-    g_lat_q[0] = quantile(lat, nl, 0.5), g_lat_q[1] = quantile(lat, nl, 0.99), g_lat_q[2] = lat[nl - 1];
+    call_stats_compute(lat, (size_t)n * (size_t)g_calls, &g_lat);
     free(lat);
     return (double)n * g_calls / (t1 - t0);
 }
@@ -547,11 +532,14 @@ int main(int argc, char **argv)
         if (one == 0)
             one = cps / (double)n;
         printf("%7ld  %9.0f  %14.2f  %12.2f  %11.2f  %6.2f  %7.1f", n, cps, 1e6 * (double)n / cps, cps / one,
-               1e6 * g_lat_q[0], 1e6 * g_lat_q[1], 1e6 * g_lat_q[2]);
+               g_lat.median, g_lat.p99, g_lat.max);
         if (g_beside) {
             printf("  | %6d;", g_beside_n);
-            for (int k = 0; k < 6; k++)
-                printf(" %7.1f", 1e6 * quantile(g_steps[k], (size_t)g_beside_n, 0.5));
+            for (int k = 0; k < 6; k++) {
+                call_stats st;
+                call_stats_compute(g_steps[k], (size_t)g_beside_n, &st);
+                printf(" %7.1f", st.median);
+            }
         }
         printf("\n");
         if (jf)
