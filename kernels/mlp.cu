@@ -20,6 +20,13 @@
  * (16 bytes a store, through a transpose within each quad of lanes). The next tile's rows come in
  * (cp.async) while this one runs.
  *
+ * Two forms, chosen per launch by the op: where the launch's last round has no more tiles than
+ * there are clusters (every launch of 4,224 rows or fewer on 132 SMs), the spread form gives that
+ * round's tiles one a cluster, on one warpgroup a block, which then has the tensor cores to itself:
+ * 256 rows on four clusters took 11.3-12.2 us a call against 13.2-13.5 on two clusters of two
+ * warpgroups, 9,216 rows 17.1-17.8 against 19.1-19.6 (H200, bench/serving/README.md, run127).
+ * With whole rounds the other form's code is faster (3% in ncu's cycles at 32,768 rows).
+ *
  * Why: where cuBLASLt runs the two linears (GELU and the residual as epilogues) the hidden layer
  * goes to memory and back (8 MB each way at 8192 rows of H 512); an earlier form of this kernel
  * (blocks of 64 rows reading every weight from L2 for every tile, branch fused-mlp, 2026-11-26)
@@ -152,7 +159,7 @@ __device__ __forceinline__ void quad_transpose(uint32_t (&a)[4], int t)
 }
 #endif
 
-template <typename T, int D>
+template <typename T, int D, bool Spread>
 __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__restrict__ x, const T *__restrict__ w1,
                                           const T *__restrict__ b1, const T *__restrict__ w2,
                                           const T *__restrict__ b2, T *__restrict__ y, int M, int H)
@@ -182,8 +189,17 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 
     /* A round takes NW tiles a cluster, one a warpgroup: tile (round * nclusters + cluster) * NW + wg.
      * Every warpgroup walks the same rounds (the cluster barriers count every thread); one whose tile
-     * is past the rows computes on zeros and stores nothing. */
-    auto tile_of = [&](int round) { return (round * nclusters + cluster) * NW + wg; };
+     * is past the rows computes on zeros and stores nothing.
+     * Spread (the launch's last round has no more tiles than clusters): the first warpgroups' tiles
+     * before the second ones', tile (round * NW + wg) * nclusters + cluster, and a warpgroup walks
+     * only the rounds that have a tile for it, so that last round runs on one warpgroup a block, with
+     * the tensor cores to itself (the two blocks of a cluster have the same tiles: the exchange pairs
+     * warpgroups of the same rank). Not for every launch: with whole rounds the code of the other
+     * form is 3% faster (ncu, 64 x 512 tokens). */
+    auto tile_of = [&](int round) {
+        return Spread ? (round * NW + wg) * nclusters + cluster : (round * nclusters + cluster) * NW + wg;
+    };
+    auto has_tile = [&](int round) { return (Spread ? tile_of(round) : (round * nclusters + cluster) * NW) < ntiles; };
 
     /* groups: the block's weights and b1 with the warpgroup's first tile of x, then each next tile
      * of x (b1 by cp.async too: a load through registers would hold the first round up) */
@@ -202,6 +218,11 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
     cluster_arrive_relaxed(); /* the peer has started, and its barriers are set, before it is written */
+    if constexpr (Spread) { /* a warpgroup may have no round: the block waits for the weights here */
+        cp_wait_all();
+        wg_proxy_fence();
+        __syncthreads();
+    }
 
     float acc[DT][4] = {}, s0[NT][4], s1[NT][4];
     uint32_t hA[BC / 16][4], hB[BC / 16][4]; /* a chunk's GELU, the second product's operand */
@@ -336,18 +357,20 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     };
 
     int k = 0;
-    for (; (k * nclusters + cluster) * NW < ntiles; k++) {
+    for (; has_tile(k); k++) {
         const int buf = k & 1;
         const T *const xt = sX + buf * BR * D;
-        cp_wait_all(); /* this tile's rows (and, the first time, the weights) are in */
-        wg_proxy_fence();
-        /* the weights came through every thread of the block, the rows through the warpgroup's: after
-         * the first round the two warpgroups do not wait for each other (their products and GELUs
-         * then interleave instead of coinciding) */
-        if (k == 0)
-            __syncthreads();
-        else
-            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+        if (!Spread || k > 0) {
+            cp_wait_all(); /* this tile's rows (and, the first time, the weights) are in */
+            wg_proxy_fence();
+            /* the weights came through every thread of the block, the rows through the warpgroup's:
+             * after the first round the two warpgroups do not wait for each other (their products
+             * and GELUs then interleave instead of coinciding) */
+            if (k == 0)
+                __syncthreads();
+            else
+                asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+        }
 
         first(s0, xt, 0);
         if (k > 0) {
@@ -363,7 +386,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
          * before, are done). Here rather than at the top of the round: the registers the addresses
          * take are the ones the last round's st.async read, and they would wait for them to drain
          * (ncu: a tenth of the samples, at the top of the round) */
-        if ((((k + 1) * nclusters + cluster) * NW) < ntiles)
+        if (has_tile(k + 1))
             load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
         cp_commit();
         /* The chunks, s0 and hA for even ones, s1 and hB for odd ones: chunk c + 1's first product
@@ -427,10 +450,12 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
             send(std::integral_constant<int, 1>{}, bias2);
     }
     /* the last round ends here (no arrival on `empty`: nothing then reaches into a block that may
-     * have exited) */
+     * have exited); a warpgroup that had no round still waits once at the cluster barrier it arrived at */
     if (k > 0) {
         mbar_wait(full, (uint32_t)(k - 1) & 1u);
         finish(k - 1);
+    } else if (Spread) {
+        cluster_wait();
     }
     cluster_arrive_relaxed();
     cluster_wait(); /* both blocks are done with each other's memory */
@@ -449,12 +474,16 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 #else
 #define TK_MLP_CLUSTER
 #endif
-#define TK_MLP_FUSED(name, T, D)                                                                            \
+#define TK_MLP_FUSED(name, T, D, Spread)                                                                    \
     TK_KERNEL void TK_MLP_CLUSTER __launch_bounds__(kThreads, 1) name(TK_MLP_ARGS(T))                       \
     {                                                                                                       \
-        mlp_fused<T, D>(r, x, w1, b1, w2, b2, y, M, H);                                                     \
+        mlp_fused<T, D, Spread>(r, x, w1, b1, w2, b2, y, M, H);                                             \
     }
-TK_MLP_FUSED(tk_mlp_fused_f16_d64, __half, 64)
-TK_MLP_FUSED(tk_mlp_fused_f16_d128, __half, 128)
-TK_MLP_FUSED(tk_mlp_fused_bf16_d64, __nv_bfloat16, 64)
-TK_MLP_FUSED(tk_mlp_fused_bf16_d128, __nv_bfloat16, 128)
+TK_MLP_FUSED(tk_mlp_fused_f16_d64, __half, 64, false)
+TK_MLP_FUSED(tk_mlp_fused_f16_d128, __half, 128, false)
+TK_MLP_FUSED(tk_mlp_fused_bf16_d64, __nv_bfloat16, 64, false)
+TK_MLP_FUSED(tk_mlp_fused_bf16_d128, __nv_bfloat16, 128, false)
+TK_MLP_FUSED(tk_mlp_spread_f16_d64, __half, 64, true)
+TK_MLP_FUSED(tk_mlp_spread_f16_d128, __half, 128, true)
+TK_MLP_FUSED(tk_mlp_spread_bf16_d64, __nv_bfloat16, 64, true)
+TK_MLP_FUSED(tk_mlp_spread_bf16_d128, __nv_bfloat16, 128, true)

@@ -14,12 +14,11 @@
 #define TK_MLP_THREADS 256
 #define TK_MLP_DYNAMIC(d, h) (2 * (h) * (d) + 768 * (d) + (h) + 32 + 1024)
 
-/* Fewer rows than this run as the two linears (mlp_ops.c: min_rows). Just past a power of two:
- * cuBLASLt's algorithm is chosen per power-of-two bucket of rows at the bucket's top (kernels/
- * linear.c), and with 1280 the pairs took rows 1025 to 1279, whose bucket top (2048) runs the
- * kernel, so no session's warm-up reached it and the first such call waited milliseconds for the
- * heuristic. The kernel is as fast as the pairs from 1024 rows (bench/serving/README.md). */
-#define TK_MLP_MIN_ROWS 1025
+/* Fewer rows than this run as the two linears (mlp_ops.c: min_rows). None: since a launch of few
+ * tiles runs them on one warpgroup a block (the spread form, mlp.cu), the kernel is faster than the
+ * cuBLASLt pair at every row count from 1 (H200, 2026-11-26, run125: 11.0-12.2 us a call against 11.9-14.7
+ * from 1 to 1152 rows; bench/serving/README.md). The environment's TK_MLP_MIN_ROWS moves it. */
+#define TK_MLP_MIN_ROWS 0
 
 /* What an SM of sm_90 gives a block at most (227 KiB): the widths the kernel takes must fit. */
 #define TK_MLP_SHARED_MAX 232448

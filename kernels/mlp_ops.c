@@ -4,11 +4,11 @@
  * tk::_linear_add first, then those two into this, tk_mlp_fused_def):
  *   (Tensor residual, Tensor x, Tensor w1, Tensor? b1, Tensor w2, Tensor? b2, Tensor? hidden) -> Tensor
  *   x, residual, y [..., D]; w1 [H, D], b1 [H]; w2 [D, H], b2 [D]; hidden [..., H], scratch
- * On an sm_90 GPU, from TK_MLP_MIN_ROWS rows, the persistent kernel of mlp.cu (clusters of two
- * blocks holding the weights in shared memory) for f16/bf16 with D 64 or 128 and H a multiple of
- * 128, 256 at least, whose weights fit (tk_mlp_takes), contiguous 16-byte aligned tensors;
- * otherwise (and on the CPU) the two fused linears it replaces, through `hidden` (or a tensor of
- * its own where the call gives none: not while a CUDA graph is captured). */
+ * On an sm_90 GPU (from TK_MLP_MIN_ROWS rows: every call by default), the persistent kernel of
+ * mlp.cu (clusters of two blocks holding the weights in shared memory) for f16/bf16 with D 64 or
+ * 128 and H a multiple of 128, 256 at least, whose weights fit (tk_mlp_takes), contiguous 16-byte
+ * aligned tensors; otherwise (and on the CPU) the two fused linears it replaces, through `hidden`
+ * (or a tensor of its own where the call gives none: not while a CUDA graph is captured). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +22,10 @@ TK_KERNEL_DECL(tk_mlp_fused_f16_d64);
 TK_KERNEL_DECL(tk_mlp_fused_f16_d128);
 TK_KERNEL_DECL(tk_mlp_fused_bf16_d64);
 TK_KERNEL_DECL(tk_mlp_fused_bf16_d128);
+TK_KERNEL_DECL(tk_mlp_spread_f16_d64);
+TK_KERNEL_DECL(tk_mlp_spread_f16_d128);
+TK_KERNEL_DECL(tk_mlp_spread_bf16_d64);
+TK_KERNEL_DECL(tk_mlp_spread_bf16_d128);
 
 /* the two ops it replaces: h = tk::_linear_gelu(x, w1, b1) into `hidden` (the executor's, planned
  * in the session's memory), or a tensor of its own on ctx's device where the call gives none, then
@@ -58,8 +62,8 @@ static int mlp_unfused(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
     return rc;
 }
 
-/* Rows below which the two linears (cuBLASLt) run instead of the kernel (mlp_grid.h says why
- * 1025). TK_MLP_MIN_ROWS sets it (measurements: 0 runs every call through the kernel). */
+/* Rows below which the two linears (cuBLASLt) run instead of the kernel (mlp_grid.h: none by
+ * default). TK_MLP_MIN_ROWS sets it, for measurements and tests. */
 static int64_t min_rows(void)
 {
     static _Atomic int64_t v = -1;
@@ -123,15 +127,22 @@ TK_OP(tk_mlp_op, "tk::_mlp",
         return 0;
     if (M < min_rows() || tk_cuda_cc_of(ctx) != 90)
         return mlp_unfused(ctx, in, out); /* few rows; or not sm_90, the only cubin the kernel has */
-    static const tk_kernel *const kernels[2][2] = {{tk_mlp_fused_f16_d64, tk_mlp_fused_f16_d128},
-                                                   {tk_mlp_fused_bf16_d64, tk_mlp_fused_bf16_d128}};
-    const tk_kernel *kern = kernels[tk_tensor_dtype(in[1]) == TK_BF16][D == 128];
-    /* a cluster two tiles of 64 rows, as many clusters as SM pairs at most (each then walks several) */
-    int64_t tiles = tk_cdiv(M, 128), clusters = tk_ctx_sm_count(ctx) / 2;
-    if (clusters > tiles)
-        clusters = tiles;
-    if (clusters < 1)
-        clusters = 1;
+    static const tk_kernel *const kernels[2][2][2] = {
+        {{tk_mlp_fused_f16_d64, tk_mlp_fused_f16_d128}, {tk_mlp_fused_bf16_d64, tk_mlp_fused_bf16_d128}},
+        {{tk_mlp_spread_f16_d64, tk_mlp_spread_f16_d128}, {tk_mlp_spread_bf16_d64, tk_mlp_spread_bf16_d128}}};
+    /* A cluster takes two tiles of 64 rows a round, one a warpgroup, as many clusters as SM pairs at
+     * most (each then walks several rounds). Where the last round has no more tiles than there are
+     * clusters, the spread form runs them one a cluster, on one warpgroup a block (faster than two
+     * sharing the SM's tensor cores), with a cluster per tile where they all fit in one round. */
+    int64_t most = tk_ctx_sm_count(ctx) / 2, tiles = tk_cdiv(M, 64);
+    if (most < 1)
+        most = 1;
+    const int64_t rest = tiles % (2 * most);
+    const int spread = rest != 0 && rest <= most;
+    int64_t clusters = spread ? tiles : tk_cdiv(tiles, 2);
+    if (clusters > most)
+        clusters = most;
+    const tk_kernel *kern = kernels[spread][tk_tensor_dtype(in[1]) == TK_BF16][D == 128];
     int m = (int)M, h = (int)H;
     return tk_wrap_shared(ctx, kern, TK_DIM3((uint32_t)(2 * clusters)), TK_DIM3(TK_MLP_THREADS),
                           TK_MLP_DYNAMIC((int)D, h), in[0], in[1], in[2], in[3], in[4], in[5], out[0], m, h);

@@ -788,11 +788,15 @@ static void gpu__fused_mlp_matches_the_two_linears(void **state)
     const tk_dtype dts[] = {TK_BF16, TK_F16};
     for (int i = 0; i < 2; i++) {
         tk_dtype dt = dts[i];
+        /* tiles of 64 rows; on 132 SMs (66 clusters, 132 tiles a round) the spread form runs a last
+         * round of 66 tiles or fewer on one warpgroup a block, the other form the rest */
         check_mlp(f, dt, 1, 1, 64, 256, 1, 1, 0);       /* one row; two chunks a block (the fewest it takes) */
-        check_mlp(f, dt, 2, 77, 128, 512, 1, 1, 0);     /* tokmlp's widths, a partial tile of rows */
-        check_mlp(f, dt, 1, 128, 128, 512, 1, 1, 0);    /* one cluster, both warpgroups */
+        check_mlp(f, dt, 2, 77, 128, 512, 1, 1, 0);     /* tokmlp's widths, 3 tiles (spread), one partial */
+        check_mlp(f, dt, 1, 128, 128, 512, 1, 1, 0);    /* 2 tiles on two clusters (spread) */
         check_mlp(f, dt, 3, 1500, 128, 512, 1, 1, 1);   /* 71 tiles, 36 clusters; a residual of its own */
-        check_mlp(f, dt, 4, 5000, 128, 512, 1, 1, 0);   /* 313 tiles: every cluster walks several rounds */
+        check_mlp(f, dt, 4, 5000, 128, 512, 1, 1, 0);   /* 313 tiles: several rounds, the last spread */
+        check_mlp(f, dt, 1, 16000, 128, 512, 1, 1, 1);  /* 250 tiles: two rounds, the last of 118 tiles */
+        check_mlp(f, dt, 2, 4224, 128, 512, 1, 1, 0);   /* 132 tiles: one whole round */
         check_mlp(f, dt, 1, 300, 64, 384, 0, 1, 0);     /* three chunks a block (the loop, then one); no b1 */
         check_mlp(f, dt, 1, 65, 128, 256, 1, 0, 1);     /* two chunks a block; no b2 */
         check_mlp(f, dt, 1, 900, 64, 1152, 1, 1, 1);    /* nine chunks a block */
