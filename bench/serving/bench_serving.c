@@ -12,7 +12,8 @@
  * --warmup calls, wait for each other, then time --calls calls each: a call is tk_session_run +
  * tk_ctx_sync. Reported per (stream, T): median, p90, p99, mean and max microseconds per call
  * over all threads' calls, calls/s (all threads' calls over the wall time from the start line to
- * the last thread's end), and how many calls had a shape new to their session.
+ * the last thread's end), how many calls had a shape new to their session, and the host's part of
+ * a call (until tk_session_run returned, the wait for the GPU apart): its mean.
  *
  * Before the streams, first calls: a fresh session runs the fixed shape once (its first call),
  * then --first distinct shapes never run before (uniform draws), each once, timed; then each of
@@ -51,7 +52,7 @@ typedef struct options {
 typedef struct run_result {
     const char *stream;
     int threads;
-    call_stats st;
+    call_stats st, host; /* host: until tk_session_run returned */
     double wall_s, calls_per_s;
     size_t new_calls;
     double new_median, repeat_median;
@@ -126,7 +127,7 @@ typedef struct worker {
     uint64_t seed;
     int index, warmup, calls;
     pthread_barrier_t *ready, *done;
-    double *t;            /* calls times, us */
+    double *t, *h;        /* calls times, us; their host part (until tk_session_run returned) */
     unsigned char *is_new;
     int rc;
     char err[512];
@@ -171,6 +172,7 @@ static void *work(void *arg)
         }
         double t0 = now_us();
         w->rc = tk_session_run(s, in, bufs.nin, out, bufs.nout);
+        double dh = now_us() - t0;
         if (!w->rc)
             w->rc = tk_ctx_sync(ctx);
         double dt = now_us() - t0;
@@ -179,6 +181,7 @@ static void *work(void *arg)
         shape_buffers_unbind(&bufs, in, out);
         if (i >= w->warmup) {
             w->t[i - w->warmup] = dt;
+            w->h[i - w->warmup] = dh;
             w->is_new[i - w->warmup] = first > 0;
         }
     }
@@ -215,11 +218,12 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
     pthread_t th[MAX_THREADS];
     pthread_barrier_t ready, done;
     size_t n = (size_t)nthreads * (size_t)o->calls;
-    double *t = malloc((n + 1) * sizeof *t);
+    double *t = malloc((n + 1) * sizeof *t), *h = malloc((n + 1) * sizeof *h);
     unsigned char *is_new = malloc(n + 1);
     int rc = 0, started = 0;
-    if (!t || !is_new) {
+    if (!t || !h || !is_new) {
         free(t);
+        free(h);
         free(is_new);
         fprintf(stderr, "bench_serving: out of memory\n");
         return 1;
@@ -231,7 +235,8 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
         w[i] = (worker){.so = &o->session, .bind = o->bind, .wait = o->ready, .pkg = pkg, .dev = dev, .kind = kind,
                         .list = list, .seed = o->seed, .index = i, .warmup = o->warmup, .calls = o->calls,
                         .ready = &ready, .done = &done,
-                        .t = t + (size_t)i * (size_t)o->calls, .is_new = is_new + (size_t)i * (size_t)o->calls};
+                        .t = t + (size_t)i * (size_t)o->calls, .h = h + (size_t)i * (size_t)o->calls,
+                        .is_new = is_new + (size_t)i * (size_t)o->calls};
         if (pthread_create(&th[i], NULL, work, &w[i])) {
             fprintf(stderr, "bench_serving: cannot start thread %d\n", i);
             exit(1); /* the others wait at a barrier sized for every thread */
@@ -259,10 +264,12 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
         r->new_median = subset_median(t, is_new, n, 1, &r->new_calls);
         r->repeat_median = subset_median(t, is_new, n, 0, NULL);
         call_stats_compute(t, n, &r->st);
+        call_stats_compute(h, n, &r->host);
         r->wall_s = wall * 1e-6;
         r->calls_per_s = wall > 0 ? (double)n / (wall * 1e-6) : 0;
     }
     free(t);
+    free(h);
     free(is_new);
     return rc;
 }
@@ -437,6 +444,8 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
                 i ? "," : "", r->stream, r->threads, r->calls_per_s, r->wall_s, r->new_calls, r->new_median,
                 r->repeat_median);
         json_stats(f, &r->st);
+        fprintf(f, ", \"host\": ");
+        json_stats(f, &r->host);
         fprintf(f, "}");
     }
     fprintf(f, "\n ]\n}\n");
@@ -450,11 +459,13 @@ static int write_csv(const options *o, const run_result *runs, int nruns)
         fprintf(stderr, "bench_serving: cannot write '%s': %s\n", o->csv, strerror(errno));
         return 1;
     }
-    fprintf(f, "label,stream,threads,calls,median_us,p90_us,p99_us,mean_us,max_us,calls_per_s,new_shape_calls\n");
+    fprintf(f, "label,stream,threads,calls,median_us,p90_us,p99_us,mean_us,max_us,calls_per_s,new_shape_calls,"
+               "host_mean_us,host_p99_us\n");
     for (int i = 0; i < nruns; i++) {
         const run_result *r = &runs[i];
-        fprintf(f, "%s,%s,%d,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%zu\n", o->label, r->stream, r->threads, r->st.n,
-                r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls);
+        fprintf(f, "%s,%s,%d,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%zu,%.3f,%.3f\n", o->label, r->stream, r->threads,
+                r->st.n, r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls,
+                r->host.mean, r->host.p99);
     }
     return fclose(f) ? 1 : 0;
 }
@@ -641,8 +652,8 @@ int main(int argc, char **argv)
                fr.second.p99, fr.second.mean, fr.second.max);
     }
     if (nkinds)
-        printf("  %-8s %7s %10s %10s %10s %10s %10s %11s %11s\n", "stream", "threads", "median us", "p90 us",
-               "p99 us", "mean us", "max us", "calls/s", "new shapes");
+        printf("  %-8s %7s %10s %10s %10s %10s %10s %11s %11s %10s\n", "stream", "threads", "median us", "p90 us",
+               "p99 us", "mean us", "max us", "calls/s", "new shapes", "host mean");
     for (int k = 0; k < nkinds && !rc; k++) {
         for (int j = 0; j < nt && !rc; j++) {
             run_result *r = &runs[nruns];
@@ -653,8 +664,9 @@ int main(int argc, char **argv)
             if (rc)
                 break;
             nruns++;
-            printf("  %-8s %7d %10.1f %10.1f %10.1f %10.1f %10.1f %11.0f %11zu\n", r->stream, r->threads, r->st.median,
-                   r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls);
+            printf("  %-8s %7d %10.1f %10.1f %10.1f %10.1f %10.1f %11.0f %11zu %10.1f\n", r->stream, r->threads,
+                   r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls,
+                   r->host.mean);
             fflush(stdout);
         }
     }

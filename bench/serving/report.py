@@ -81,11 +81,13 @@ def main(argv):
             rows = [[r["stream"], r["threads"], us(get(r, "stats", "median_us")), us(get(r, "stats", "p90_us")),
                      us(get(r, "stats", "p99_us")), us(get(r, "stats", "mean_us")), "%.0f" % r["calls_per_s"],
                      r["new_shape_calls"], us(r.get("new_median_us") if r["new_shape_calls"] else None),
-                     us(r.get("repeat_median_us") if r["new_shape_calls"] < get(r, "stats", "n") else None)]
+                     us(r.get("repeat_median_us") if r["new_shape_calls"] < get(r, "stats", "n") else None),
+                     us(get(r, "host", "mean_us"))]
                     for r in s["runs"]]
-            md += ["tkexport, each thread its own session (calls/s: all threads' calls over the wall time):", "",
+            md += ["tkexport, each thread its own session (calls/s: all threads' calls over the wall time; host mean: "
+                   "the host's part of a call, until the run returned, where the benchmark reports it):", "",
                    table(["stream", "threads", "median", "p90", "p99", "mean", "calls/s", "new-shape calls",
-                          "new median", "repeat median"], rows), ""]
+                          "new median", "repeat median", "host mean"], rows), ""]
         # first calls
         rows = []
         for label, d in [("tkexport", get(s, "first_calls")), ("tkexport, TK_CUBLASLT_EXACT=1", get(ex, "first_calls"))] + [
