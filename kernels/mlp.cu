@@ -176,7 +176,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 
     /* From the first 1024-byte boundary: the block's chunks of w1 ([64 hidden][D] each) and of w2
      * ([D][64 hidden] each); each warpgroup's two tiles of x and exchange buffer (a half tile of
-     * partial sums); b1 of the block's hidden units. */
+     * partial sums); b1 of the block's hidden units; the warpgroups' barriers; b2. */
     T *const tW1 = reinterpret_cast<T *>(tk_mlp_smem + ((1024u - (smem(tk_mlp_smem) & 1023u)) & 1023u));
     T *const tW2 = tW1 + NC * BC * D;
     T *const sX = tW2 + NC * BC * D + wg * 2 * BR * D;
@@ -186,6 +186,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     /* the warpgroup's barriers: `full` completes when the peer's part of a tile has landed in the
      * exchange buffer, `empty` when the peer has read what this block sent it */
     const uint32_t full = smem(sB1 + NC * BC) + 16u * (uint32_t)wg, empty = full + 8u;
+    T *const sB2 = reinterpret_cast<T *>(reinterpret_cast<unsigned char *>(sB1 + NC * BC) + 16 * NW);
 
     /* A round takes NW tiles a cluster, one a warpgroup: tile (round * nclusters + cluster) * NW + wg.
      * Every warpgroup walks the same rounds (the cluster barriers count every thread); one whose tile
@@ -210,6 +211,8 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     }
     for (int i = tid; i < NC * BC / 8; i += kThreads) /* 16 bytes a thread; zeros without b1 */
         cp_async16(smem(sB1 + 8 * i), b1 ? b1 + h0 + 8 * i : w1, b1 != nullptr);
+    if (tid < D / 8) /* b2 too: read from global memory at the end of each round, its wait held the round up */
+        cp_async16(smem(sB2 + 8 * tid), b2 ? b2 + 8 * tid : w1, b2 != nullptr);
     load_tile<T, D, BR, 128>(sX, x, D, tile_of(0) * BR, M, wt);
     cp_commit();
     if (wt == 0) {
@@ -436,7 +439,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         uint32_t bias2[HT];
 #pragma unroll
         for (int n = 0; n < HT; n++)
-            bias2[n] = b2 ? __ldg(reinterpret_cast<const unsigned int *>(b2 + ((int)rank * HT + n) * 8 + 2 * t)) : 0u;
+            bias2[n] = *reinterpret_cast<const uint32_t *>(sB2 + ((int)rank * HT + n) * 8 + 2 * t);
         wg_wait_n<0>();
         wg_hold(flat<4 * DT>(acc));
 

@@ -5,14 +5,13 @@
  * of the hidden units' weights in shared memory (H / 2 rows of w1 and columns of w2: 2 H D bytes)
  * and their b1 (H bytes); each warpgroup two tiles of 64 rows of x (256 D bytes) and
  * the exchange buffer of its peer's partial sums (64 rows by D / 2 floats: 128 D bytes) and two
- * mbarriers (16 bytes); with 1 KiB
- * to align them to 1024 bytes: TK_MLP_DYNAMIC bytes of dynamic shared memory, launched by
- * tk_wrap_shared (D 128, H 512: 226 KiB). */
+ * mbarriers (16 bytes); b2 (2 D bytes); with 1 KiB to align them to 1024 bytes: TK_MLP_DYNAMIC
+ * bytes of dynamic shared memory, launched by tk_wrap_shared (D 128, H 512: 226 KiB). */
 #ifndef TK_MLP_GRID_H
 #define TK_MLP_GRID_H
 
 #define TK_MLP_THREADS 256
-#define TK_MLP_DYNAMIC(d, h) (2 * (h) * (d) + 768 * (d) + (h) + 32 + 1024)
+#define TK_MLP_DYNAMIC(d, h) (2 * (h) * (d) + 768 * (d) + (h) + 32 + 2 * (d) + 1024)
 
 /* Fewer rows than this run as the two linears (mlp_ops.c: min_rows). None: since a launch of few
  * tiles runs them on one warpgroup a block (the spread form, mlp.cu), the kernel is faster than the
