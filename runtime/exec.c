@@ -409,7 +409,7 @@ static int fuse_mlp(tk_exec_program *p)
             continue;
         }
         /* h stays in the session's memory: the op runs the pairs into it where the kernel does not
-         * pay (few rows, another GPU) */
+         * run (another GPU than sm_90, or fewer rows than TK_MLP_MIN_ROWS, none by default) */
         int in[7] = {b->in[0], a->in[0], a->in[1], a->nin > 2 ? a->in[2] : -1, b->in[2], b->nin > 3 ? b->in[3] : -1,
                      h};
         a->op = op;
