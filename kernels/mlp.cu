@@ -15,10 +15,11 @@
  * The chunks are software-pipelined: the next chunk's first product runs on the tensor cores while
  * this chunk's GELU runs on the others. Each block then owns half of the tile's output columns: it
  * sends the other half of its partial sums into its peer's shared memory (distributed shared
- * memory, counted by the peer's mbarrier) and keeps its own; once the next tile's first product
- * is issued, it adds the peer's part, b2 and the residual to its own and writes its columns of y
- * (16 bytes a store, through a transpose within each quad of lanes). The next tile's rows come in
- * (cp.async) while this one runs.
+ * memory, counted by the peer's mbarrier) and keeps its own; once the peer's part has landed, it
+ * adds it, b2 and the residual to its own and writes its columns of y (16 bytes a store, through a
+ * transpose within each quad of lanes). The two warpgroups of a block take turns at the tensor
+ * cores, so that one ends its round that way while the other's products run. The next tile's rows
+ * come in (cp.async) while this one runs.
  *
  * Two forms, chosen per launch by the op: where the launch's last round has no more tiles than
  * there are clusters (every launch of 4,224 rows or fewer on 132 SMs), the spread form gives that
@@ -196,10 +197,15 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
      * only the rounds that have a tile for it, so that last round runs on one warpgroup a block, with
      * the tensor cores to itself (the two blocks of a cluster have the same tiles: the exchange pairs
      * warpgroups of the same rank). Not for every launch (the head of this file says why). */
-    auto tile_of = [&](int round) {
-        return Spread ? (round * NW + wg) * nclusters + cluster : (round * nclusters + cluster) * NW + wg;
+    auto tile_of_wg = [&](int round, int w) {
+        return Spread ? (round * NW + w) * nclusters + cluster : (round * nclusters + cluster) * NW + w;
     };
-    auto has_tile = [&](int round) { return (Spread ? tile_of(round) : (round * nclusters + cluster) * NW) < ntiles; };
+    auto tile_of = [&](int round) { return tile_of_wg(round, wg); };
+    /* whether warpgroup w walks round `round` */
+    auto has_tile_of = [&](int round, int w) {
+        return (Spread ? tile_of_wg(round, w) : (round * nclusters + cluster) * NW) < ntiles;
+    };
+    auto has_tile = [&](int round) { return has_tile_of(round, wg); };
 
     /* groups: the block's weights and b1 with the warpgroup's first tile of x, then each next tile
      * of x (b1 by cp.async too: a load through registers would hold the first round up) */
@@ -274,15 +280,14 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         wg_commit();
     };
 
-    /* The exchange, in two halves a round apart. send, once the round's products are done: the
-     * peer's columns of the partial sums into the warpgroup's exchange buffer there, a lane's
-     * elements at its own index (the same thread of the peer holds the same rows and columns), 16
-     * bytes a store; this block's columns plus b2 stay in `mine`. finish, once the next round's
-     * first product is on the tensor cores (the peer's part lands while they work; straight after
-     * send, ncu had a tenth of the kernel's samples waiting for it): y for this block's columns.
-     * Ranks as constants: acc is indexed by them, and registers cannot be indexed at run time.
-     * Round k's parts complete phase k % 2 of `full`; the peer's arrival on `empty` after reading
-     * round k lets round k + 1's go. */
+    /* The exchange, at the end of a round (while the other warpgroup's products run: the turns
+     * below). send, once the round's products are done: the peer's columns of the partial sums into
+     * the warpgroup's exchange buffer there, a lane's elements at its own index (the same thread of
+     * the peer holds the same rows and columns), 16 bytes a store; this block's columns plus b2 stay
+     * in `mine`. finish, once the peer's part has landed: y for this block's columns. Ranks as
+     * constants: acc is indexed by them, and registers cannot be indexed at run time. Round k's parts
+     * complete phase k % 2 of `full`; the peer's arrival on `empty` after reading round k lets round
+     * k + 1's go. */
     uint32_t res[2][HT];
     float mine[HT][4]; /* this block's columns of a round's sums and b2 */
     auto send = [&](auto rank_c, const uint32_t *bias2) {
@@ -295,9 +300,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
                       acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
         if (wt == 0)
             mbar_expect(full, (uint32_t)(HT * 128 * 16));
-        /* this block's columns with b2, in registers of their own: finish reads them while the next
-         * round's first product is pending, and ptxas serializes every wgmma (C7518) where code reads
-         * one product's accumulator while another product is pending */
+        /* this block's columns with b2 */
 #pragma unroll
         for (int n = 0; n < HT; n++) {
             float bb0, bb1;
@@ -358,6 +361,24 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         }
     };
 
+    /* Turns: the two warpgroups of a block issue their chains of products one after the other
+     * (wg 0's round k, wg 1's round k, wg 0's round k + 1, ...). A warpgroup waits for its turn
+     * before its first product and gives it on before its last chunk's GELU (the other's first
+     * products then fill the tensor cores' gap there), and ends its round (the exchange and y) while
+     * the other's products run. When both ran their chains at once, the ends of their rounds
+     * coincided and left the tensor cores idle: 64 x 512 tokens took 22.9 us in the kernel against
+     * 20.5 now (H100, 2026-11-27, bench/serving/README.md). Barrier 3 + w is warpgroup w's turn (both
+     * warpgroups' threads count: one waits, the other arrives). A warpgroup gives the turn only to a
+     * round the other has (the spread form's warpgroup 1 may have one round fewer). */
+    auto turn_wait = [&](int k) {
+        if (wg == 1 || k > 0)
+            asm volatile("bar.sync %0, %1;\n" ::"r"(3 + wg), "n"(kThreads) : "memory");
+    };
+    auto turn_pass = [&](int k) {
+        if (wg == 0 ? has_tile_of(k, 1) : has_tile_of(k + 1, 0))
+            asm volatile("bar.arrive %0, %1;\n" ::"r"(4 - wg), "n"(kThreads) : "memory");
+    };
+
     int k = 0;
     for (; has_tile(k); k++) {
         const int buf = k & 1;
@@ -365,32 +386,13 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         if (!Spread || k > 0) {
             cp_wait_all(); /* this tile's rows (and, the first time, the weights) are in */
             wg_proxy_fence();
-            /* the weights came through every thread of the block, the rows through the warpgroup's:
-             * after the first round the two warpgroups do not wait for each other (their products
-             * and GELUs then interleave instead of coinciding) */
+            /* the weights came through every thread of the block, the rows through the warpgroup's */
             if (k == 0)
                 __syncthreads();
             else
                 asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
         }
-
-        first(s0, xt, 0);
-        if (k > 0) {
-            /* the round before ends while this one's first product runs; then the warpgroup has read
-             * its buffer, and the peer may send this round */
-            mbar_wait(full, (uint32_t)(k - 1) & 1u); /* the peer's part of this block's columns is in */
-            finish(k - 1);
-            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
-            if (wt == 0)
-                mbar_arrive_remote(peer_addr(empty, rank ^ 1u));
-        }
-        /* the next tile's rows into the other buffer (its last readers, the products of the round
-         * before, are done). Here rather than at the top of the round: the registers the addresses
-         * take are the ones the last round's st.async read, and they would wait for them to drain
-         * (ncu: a tenth of the samples, at the top of the round) */
-        if (has_tile(k + 1))
-            load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
-        cp_commit();
+        turn_wait(k);
         /* The chunks, s0 and hA for even ones, s1 and hB for odd ones: chunk c + 1's first product
          * is issued before chunk c's GELU, and chunk c - 1's second product may still run during it
          * (wait 2: chunk c's first product is done, and chunk c - 2's second, the last reader of the
@@ -399,6 +401,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
          * a block has two chunks at least (H >= 256: with one, a branch of its own ran ptxas out of
          * registers, C7512). */
         int c = 1;
+        first(s0, xt, 0);
         first(s1, xt, 1);
         load_b1(0);
         wg_wait_n<1>();
@@ -422,16 +425,23 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
             wg_wait_n<2>();
             act(s1, hB, c);
             second(hB, c);
+            turn_pass(k); /* before the last chunk's GELU: the other's first products fill that gap */
             load_b1(c + 1);
             wg_wait_n<1>();
             act(s0, hA, c + 1);
             second(hA, c + 1);
         } else {
+            turn_pass(k);
             load_b1(c);
             wg_wait_n<1>();
             act(s1, hB, c);
             second(hB, c);
         }
+        /* the next tile's rows into the other buffer (its last readers, the products of the round
+         * before, are done) */
+        if (has_tile(k + 1))
+            load_tile<T, D, BR, 128>(sX + (buf ^ 1) * BR * D, x, D, tile_of(k + 1) * BR, M, wt);
+        cp_commit();
         /* the residual, and this block's columns of b2 (a lane's two of each of its n-tiles, 16-bit
          * pairs), loaded here and not before the products: their registers went to hB */
         load_res(k);
@@ -450,15 +460,17 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
             send(std::integral_constant<int, 0>{}, bias2);
         else
             send(std::integral_constant<int, 1>{}, bias2);
+        mbar_wait(full, (uint32_t)k & 1u); /* the peer's part of this block's columns is in */
+        finish(k);
+        if (has_tile(k + 1)) { /* no arrival after the last round: the peer may have exited */
+            asm volatile("bar.sync %0, 128;\n" ::"r"(wg + 1) : "memory");
+            if (wt == 0)
+                mbar_arrive_remote(peer_addr(empty, rank ^ 1u));
+        }
     }
-    /* the last round ends here (no arrival on `empty`: nothing then reaches into a block that may
-     * have exited); a warpgroup that had no round still waits once at the cluster barrier it arrived at */
-    if (k > 0) {
-        mbar_wait(full, (uint32_t)(k - 1) & 1u);
-        finish(k - 1);
-    } else if (Spread) {
+    /* a warpgroup that had no round still waits once at the cluster barrier it arrived at */
+    if (Spread && k == 0)
         cluster_wait();
-    }
     cluster_arrive_relaxed();
     cluster_wait(); /* both blocks are done with each other's memory */
 #endif
