@@ -800,6 +800,8 @@ static void gpu__fused_mlp_matches_the_two_linears(void **state)
         check_mlp(f, dt, 1, 300, 64, 384, 0, 1, 0);     /* three chunks a block (the loop, then one); no b1 */
         check_mlp(f, dt, 1, 65, 128, 256, 1, 0, 1);     /* two chunks a block; no b2 */
         check_mlp(f, dt, 1, 900, 64, 1152, 1, 1, 1);    /* nine chunks a block */
+        check_mlp(f, dt, 1, 16000, 64, 384, 1, 1, 1);  /* three chunks over two rounds: the turns of an odd chain */
+        check_mlp(f, dt, 2, 5000, 64, 1152, 1, 1, 0);   /* nine chunks, 157 tiles: turns, then a spread round */
         check_mlp(f, dt, 2, 150, 64, 1408, 1, 1, 0);    /* eleven: the widest H D 64 takes */
         check_mlp(f, dt, 2, 700, 128, 640, 1, 1, 0);    /* weights past the shared memory: the two linears */
         check_mlp(f, dt, 2, 33, 128, 192, 1, 1, 0);     /* H not a multiple of 128: the two linears */
