@@ -345,7 +345,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 
     /* the residual of this block's columns of the round's rows, 16 bytes of n-tile 4q + t a load (as
      * they are in memory: finish transposes them), loaded once the round's products are issued and
-     * read by finish in the next round */
+     * read by finish at the end of the round */
     auto load_res = [&](int k) {
         const int m0 = tile_of(k) * BR;
 #pragma unroll
