@@ -63,14 +63,19 @@ static int mlp_unfused(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *out)
 }
 
 /* Rows below which the two linears (cuBLASLt) run instead of the kernel (mlp_grid.h: none by
- * default). TK_MLP_MIN_ROWS sets it, for measurements and tests. */
+ * default). TK_MLP_MIN_ROWS sets it, for measurements and tests; read once (tk_mlp_env_reload
+ * reads it again). */
+static _Atomic int64_t min_rows_env = -1;
 static int64_t min_rows(void)
 {
-    static _Atomic int64_t v = -1;
-    if (v < 0)
-        v = tk_env_count("TK_MLP_MIN_ROWS", TK_MLP_MIN_ROWS);
-    return v;
+    if (min_rows_env < 0)
+        min_rows_env = tk_env_count("TK_MLP_MIN_ROWS", TK_MLP_MIN_ROWS);
+    return min_rows_env;
 }
+
+void tk_mlp_env_reload(void) { min_rows_env = -1; }
+
+int tk_mlp_kernel_only(tk_ctx *ctx) { return tk_cuda_cc_of(ctx) == 90 && min_rows() == 0; }
 
 /* The output: the residual's dtype and shape (the two linears check the rest when they run). */
 static int mlp_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)

@@ -52,6 +52,7 @@ typedef struct xvalue {
     int first, last;
     int output;           /* the program output it is (first occurrence), or -1 */
     int fused_away;       /* made and read only inside a fused node: never stored */
+    int mlp_hidden;       /* tk::_mlp's hidden tensor (fuse_mlp): not stored where the kernel takes every call */
     int folded;           /* computed from parameters alone, once per device (fold_nodes) */
     int src;              /* made by a layout node that may be a view (mark_views): its input, else -1 */
     int feeds;            /* the output whose strided view this value may be the storage of, else -1 */
@@ -379,7 +380,8 @@ static int64_t const_dim(const xvalue *v, int d)
 /* Then a tk::_linear_gelu whose result only the next node that runs reads, as the x of a
  * tk::_linear_add, is one fully fused MLP (tk_mlp_fused_def, kernels/mlp.cu) where its widths
  * allow: the first node takes (residual, x, w1, b1, w2, b2, h), the second is skipped; h, the
- * hidden layer, keeps its place in the session's memory for the calls the op runs as the pairs.
+ * hidden layer, keeps its place in the memory of sessions where the op may run as the pairs
+ * (mlp_hidden; none where the kernel takes every call: tk_mlp_kernel_only).
  * TK_FUSION=pairs stops at the pairs (comparisons). */
 static int fuse_mlp(tk_exec_program *p)
 {
@@ -408,8 +410,8 @@ static int fuse_mlp(tk_exec_program *p)
             tk_error_clear();
             continue;
         }
-        /* h stays in the session's memory: the op runs the pairs into it where the kernel does not
-         * run (another GPU than sm_90, or fewer rows than TK_MLP_MIN_ROWS, none by default) */
+        /* h stays in the session's memory where the op may run the pairs into it (another GPU than
+         * sm_90, or fewer rows than TK_MLP_MIN_ROWS): elsewhere it is left out (tk_mlp_kernel_only) */
         int in[7] = {b->in[0], a->in[0], a->in[1], a->nin > 2 ? a->in[2] : -1, b->in[2], b->nin > 3 ? b->in[3] : -1,
                      h};
         a->op = op;
@@ -417,6 +419,7 @@ static int fuse_mlp(tk_exec_program *p)
         a->nin = 7;
         a->out[0] = b->out[0];
         a->label = fused->name;
+        p->values[h].mlp_hidden = 1;
         p->values[b->out[0]].first = (int)n;
         b->absorbed = 1;
         p->nfused++;
@@ -825,6 +828,7 @@ struct tk_session {
     tk_tensor **params;
     tk_tensor **folded; /* per value: the folded nodes' outputs on this device (the program's) */
     int staged;     /* GPU: graphs bake arena pointers only; inputs and outputs are copied around them */
+    int no_mlp_hidden; /* tk::_mlp takes every call here (tk_mlp_kernel_only): its hidden tensors are left out */
     int graphs;
     int profiling;
     void *arena;
@@ -969,6 +973,7 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
         return rc;
     }
     s->staged = s->ctx->device.kind == TK_DEVICE_CUDA;
+    s->no_mlp_hidden = tk_mlp_kernel_only(s->ctx);
     s->graphs = s->staged && tk_cuda_graphs_available();
     if (s->staged)
         arena_presize(s);
@@ -1325,7 +1330,7 @@ static int check_expressions(const tk_session *s, tk_tensor *const *in, binding 
 
 static int in_arena(const tk_session *s, const xvalue *v)
 {
-    if (v->kind == V_PARAM || v->fused_away || v->folded)
+    if (v->kind == V_PARAM || v->fused_away || v->folded || (v->mlp_hidden && s->no_mlp_hidden))
         return 0;
     if (v->kind == V_INPUT)
         return s->staged;
@@ -1847,7 +1852,7 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
         if (base) {
             tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], base);
             t[v] = &views[v];
-        } else if (x->fused_away) {
+        } else if (x->fused_away || (x->mlp_hidden && s->no_mlp_hidden)) {
             t[v] = NULL;
         } else if (x->folded) {
             t[v] = s->folded[v];

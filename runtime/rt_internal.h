@@ -292,6 +292,14 @@ const tk_op_def *tk_linear_fused_def(const tk_op_def *linear, const tk_op_def *n
 const tk_op_def *tk_mlp_fused_def(const tk_op_def *first, const tk_op_def *second, tk_dtype dtype, int64_t d,
                                   int64_t hidden);
 
+/* Whether tk::_mlp runs its kernel on ctx's device for every call that takes it (an sm_90 GPU,
+ * TK_MLP_MIN_ROWS 0, the default): the executor's sessions there keep no hidden tensor for it. A
+ * call the kernel still declines (a tensor not 16-byte aligned) runs the two linears through a
+ * hidden tensor of the op's own, which a graph capture cannot make: its signature stays eager.
+ * tk_mlp_env_reload reads TK_MLP_MIN_ROWS again (tests). */
+int tk_mlp_kernel_only(tk_ctx *ctx);
+void tk_mlp_env_reload(void);
+
 /* Whether a node of layout built-in def (kernels/layout_ops.c), with its recorded arguments
  * (args: nargs values, scalars where the node has them) over an input of this concrete shape and
  * element size, gives a contiguous run of the input's bytes: 1 with the run's start in *offset

@@ -877,6 +877,7 @@ static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state
 {
     (void)state;
     setenv("TK_MLP_MIN_ROWS", "32", 1);
+    tk_mlp_env_reload();
     tk_program_model *m = mlpfuse_model();
     tk_exec_program *p[2];
     tk_session *g[2], *c[2];
@@ -934,6 +935,81 @@ static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state
     tk_program_model_free(m);
 }
 
+/* One call of batch rows on GPU session g and CPU session c; fails where they differ. */
+static void mf_agree(tk_session *g, tk_session *c, int64_t batch, int call)
+{
+    const int64_t xs[] = {batch, MF_D};
+    tk_tensor *x = mf_bf16(2, xs, -1, 0), *gy[1] = {NULL}, *cy[1] = {NULL}, *host;
+    for (int64_t i = 0; i < batch * MF_D; i++)
+        ((uint16_t *)tk_tensor_data(x))[i] = tk_f32_to_bf16(0.01f * (float)((i * 31 + call) % 297) - 1.5f);
+    tk_ctx *ctx = tk_session_ctx(g);
+    tk_assert_ok(tk_session_run(g, &x, 1, gy, 1));
+    tk_assert_ok(tk_ctx_sync(ctx));
+    tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_BF16, 2, xs));
+    tk_assert_ok(tk_tensor_copy(ctx, host, gy[0]));
+    tk_assert_ok(tk_session_run(c, &x, 1, cy, 1));
+    const uint16_t *a = tk_tensor_data(host), *b = tk_tensor_data(cy[0]);
+    for (int64_t i = 0; i < batch * MF_D; i++) {
+        double got = tk_bf16_to_f32(a[i]), want = tk_bf16_to_f32(b[i]);
+        if (fabs(got - want) > 0.02 + 0.02 * fabs(want))
+            fail_msg("call %d batch %lld element %lld: %g on the GPU, %g on the CPU", call, (long long)batch,
+                     (long long)i, got, want);
+    }
+    tk_tensor *fl[] = {x, gy[0], cy[0], host};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        tk_tensor_free(fl[i]);
+}
+
+/* Where tk::_mlp's kernel takes every call (an sm_90 GPU, TK_MLP_MIN_ROWS unset), a session keeps
+ * no hidden tensor for it: its memory is smaller by the hidden layer of the largest batch than with
+ * TK_MLP_MIN_ROWS=32 (the pairs then run below 32 rows, through that tensor); on other GPUs both
+ * keep it. Every call agrees with the CPU's either way. */
+static void gpu__fused_mlp_sessions_keep_no_hidden_tensor_where_the_kernel_takes_every_call(void **state)
+{
+    (void)state;
+    tk_program_model *m = mlpfuse_model();
+    size_t wl;
+    void *w = mlpfuse_weights(&wl, 0);
+    tk_exec_program *p;
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wl, "'tokmlp'", NULL));
+    tk_session_options off = TK_SESSION_OPTIONS_INIT;
+    off.prefill = TK_PREFILL_OFF;
+    size_t arena[2];
+    int cc = 0;
+    for (int k = 0; k < 2; k++) {
+        if (k)
+            setenv("TK_MLP_MIN_ROWS", "32", 1);
+        else
+            unsetenv("TK_MLP_MIN_ROWS");
+        tk_mlp_env_reload();
+        tk_session *g, *c;
+        tk_assert_ok(tk_exec_session_new(&g, p, GPU, &off));
+        tk_assert_ok(tk_exec_session_new(&c, p, CPU, NULL));
+        cc = tk_cuda_cc_of(tk_session_ctx(g));
+        const int64_t batches[] = {TP_MAX_BATCH, 1, 40, 7, 40};
+        for (int i = 0; i < 5; i++)
+            mf_agree(g, c, batches[i], 10 * k + i);
+        tk_exec_stats st;
+        tk_exec_session_wait_captures(g);
+        mf_agree(g, c, 40, 20 + k); /* a replay */
+        tk_exec_session_stats(g, &st);
+        assert_int_equal(st.fused, 3);
+        arena[k] = st.arena_bytes;
+        tk_session_free(g);
+        tk_session_free(c);
+    }
+    unsetenv("TK_MLP_MIN_ROWS");
+    tk_mlp_env_reload();
+    const size_t hidden = (size_t)TP_MAX_BATCH * MF_H * 2;
+    if (cc == 90)
+        assert_true(arena[1] >= arena[0] + hidden);
+    else
+        assert_int_equal(arena[0], arena[1]);
+    tk_exec_program_free(p);
+    free(w);
+    tk_program_model_free(m);
+}
+
 static void log_all(tk_log_level level, const char *msg, void *user)
 {
     (void)level, (void)user;
@@ -954,6 +1030,7 @@ int main(void)
         cmocka_unit_test(gpu__graph_replay_matches_eager_and_reference),
         cmocka_unit_test(gpu__a_new_batch_every_call_stays_correct),
         cmocka_unit_test(gpu__two_fused_mlp_programs_with_a_new_batch_every_call),
+        cmocka_unit_test(gpu__fused_mlp_sessions_keep_no_hidden_tensor_where_the_kernel_takes_every_call),
         cmocka_unit_test(gpu__the_whole_small_symbol_space_is_captured_ahead),
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__the_capture_thread_gives_way_to_requests),
