@@ -75,7 +75,11 @@ static int64_t min_rows(void)
 
 void tk_mlp_env_reload(void) { min_rows_env = -1; }
 
-int tk_mlp_kernel_only(tk_ctx *ctx) { return tk_cuda_cc_of(ctx) == 90 && min_rows() == 0; }
+/* Whether the kernel runs a call of this many rows on ctx's device (which takes it: mlp_kernel_takes):
+ * sm_90 (its only cubin), from min_rows() rows */
+static int kernel_runs(tk_ctx *ctx, int64_t rows) { return tk_cuda_cc_of(ctx) == 90 && rows >= min_rows(); }
+
+int tk_mlp_kernel_only(tk_ctx *ctx) { return kernel_runs(ctx, 1); }
 
 /* The output: the residual's dtype and shape (the two linears check the rest when they run). */
 static int mlp_meta(tk_ctx *ctx, tk_tensor *const *in, tk_tensor_spec *const *out)
@@ -130,8 +134,8 @@ TK_OP(tk_mlp_op, "tk::_mlp",
         return mlp_unfused(ctx, in, out);
     if (M == 0)
         return 0;
-    if (M < min_rows() || tk_cuda_cc_of(ctx) != 90)
-        return mlp_unfused(ctx, in, out); /* few rows; or not sm_90, the only cubin the kernel has */
+    if (!kernel_runs(ctx, M))
+        return mlp_unfused(ctx, in, out);
     static const tk_kernel *const kernels[2][2][2] = {
         {{tk_mlp_fused_f16_d64, tk_mlp_fused_f16_d128}, {tk_mlp_fused_bf16_d64, tk_mlp_fused_bf16_d128}},
         {{tk_mlp_spread_f16_d64, tk_mlp_spread_f16_d128}, {tk_mlp_spread_bf16_d64, tk_mlp_spread_bf16_d128}}};

@@ -873,6 +873,40 @@ static void gpu__two_sessions_hand_their_replays_to_the_launcher(void **state)
  * the two programs' outputs apart. TK_MLP_MIN_ROWS=32 (read at the process's first tk::_mlp on a
  * GPU) sends batches under 32 through the cuBLASLt pair and the hidden tensor the session plans,
  * the others through the fused kernel; captured graphs replay both. */
+/* One call of batch rows on GPU session g (from dx, a device tensor, where given) and CPU session
+ * c; fails where they differ. With `other`, another CPU session, the number of elements where g's
+ * result differs from other's on the same input (0 without). */
+static int mf_agree(tk_session *g, tk_session *c, tk_session *other, int64_t batch, int call, tk_tensor *dx)
+{
+    const int64_t xs[] = {batch, MF_D};
+    tk_tensor *x = mf_bf16(2, xs, -1, 0), *gy[1] = {NULL}, *cy[1] = {NULL}, *oy[1] = {NULL}, *host;
+    for (int64_t i = 0; i < batch * MF_D; i++)
+        ((uint16_t *)tk_tensor_data(x))[i] = tk_f32_to_bf16(0.01f * (float)((i * 29 + call) % 301) - 1.5f);
+    tk_ctx *ctx = tk_session_ctx(g);
+    if (dx)
+        tk_assert_ok(tk_tensor_copy(ctx, dx, x));
+    tk_assert_ok(tk_session_run(g, dx ? &dx : &x, 1, gy, 1));
+    tk_assert_ok(tk_ctx_sync(ctx));
+    tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_BF16, 2, xs));
+    tk_assert_ok(tk_tensor_copy(ctx, host, gy[0]));
+    tk_assert_ok(tk_session_run(c, &x, 1, cy, 1));
+    if (other)
+        tk_assert_ok(tk_session_run(other, &x, 1, oy, 1));
+    const uint16_t *a = tk_tensor_data(host), *b = tk_tensor_data(cy[0]), *o = other ? tk_tensor_data(oy[0]) : NULL;
+    int apart = 0;
+    for (int64_t i = 0; i < batch * MF_D; i++) {
+        double got = tk_bf16_to_f32(a[i]), want = tk_bf16_to_f32(b[i]);
+        if (fabs(got - want) > 0.02 + 0.02 * fabs(want))
+            fail_msg("call %d batch %lld element %lld: %g on the GPU, %g on the CPU", call, (long long)batch,
+                     (long long)i, got, want);
+        apart += o && a[i] != o[i];
+    }
+    tk_tensor *fl[] = {x, gy[0], cy[0], oy[0], host};
+    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
+        tk_tensor_free(fl[i]);
+    return apart;
+}
+
 static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state)
 {
     (void)state;
@@ -896,28 +930,7 @@ static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state
         int64_t batch = 1 + (int64_t)((seed >> 8) % TP_MAX_BATCH);
         int k = call & 1;
         *(batch >= 32 ? &kernel_calls : &pair_calls) += 1;
-        const int64_t xs[] = {batch, MF_D};
-        tk_tensor *x = mf_bf16(2, xs, -1, 0), *gy[1] = {NULL}, *cy[1] = {NULL}, *oy[1] = {NULL}, *host;
-        for (int64_t i = 0; i < batch * MF_D; i++)
-            ((uint16_t *)tk_tensor_data(x))[i] = tk_f32_to_bf16(0.01f * (float)((i * 29 + call) % 301) - 1.5f);
-        tk_ctx *ctx = tk_session_ctx(g[k]);
-        tk_assert_ok(tk_session_run(g[k], &x, 1, gy, 1));
-        tk_assert_ok(tk_ctx_sync(ctx));
-        tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_BF16, 2, xs));
-        tk_assert_ok(tk_tensor_copy(ctx, host, gy[0]));
-        tk_assert_ok(tk_session_run(c[k], &x, 1, cy, 1));
-        tk_assert_ok(tk_session_run(c[k ^ 1], &x, 1, oy, 1));
-        const uint16_t *a = tk_tensor_data(host), *b = tk_tensor_data(cy[0]), *o = tk_tensor_data(oy[0]);
-        for (int64_t i = 0; i < batch * MF_D; i++) {
-            double got = tk_bf16_to_f32(a[i]), want = tk_bf16_to_f32(b[i]);
-            if (fabs(got - want) > 0.02 + 0.02 * fabs(want))
-                fail_msg("program %d call %d batch %lld element %lld: %g on the GPU, %g on the CPU", k + 1, call,
-                         (long long)batch, (long long)i, got, want);
-            apart += a[i] != o[i];
-        }
-        tk_tensor *fl[] = {x, gy[0], cy[0], oy[0], host};
-        for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
-            tk_tensor_free(fl[i]);
+        apart += mf_agree(g[k], c[k], c[k ^ 1], batch, call, NULL);
     }
     assert_true(kernel_calls > 0 && pair_calls > 0);
     assert_true(apart > 0);
@@ -935,90 +948,75 @@ static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state
     tk_program_model_free(m);
 }
 
-/* One call of batch rows on GPU session g (from dx, a device tensor, where given) and CPU session
- * c; fails where they differ. */
-static void mf_agree(tk_session *g, tk_session *c, int64_t batch, int call, tk_tensor *dx)
-{
-    const int64_t xs[] = {batch, MF_D};
-    tk_tensor *x = mf_bf16(2, xs, -1, 0), *gy[1] = {NULL}, *cy[1] = {NULL}, *host;
-    for (int64_t i = 0; i < batch * MF_D; i++)
-        ((uint16_t *)tk_tensor_data(x))[i] = tk_f32_to_bf16(0.01f * (float)((i * 31 + call) % 297) - 1.5f);
-    tk_ctx *ctx = tk_session_ctx(g);
-    if (dx)
-        tk_assert_ok(tk_tensor_copy(ctx, dx, x));
-    tk_assert_ok(tk_session_run(g, dx ? &dx : &x, 1, gy, 1));
-    tk_assert_ok(tk_ctx_sync(ctx));
-    tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_BF16, 2, xs));
-    tk_assert_ok(tk_tensor_copy(ctx, host, gy[0]));
-    tk_assert_ok(tk_session_run(c, &x, 1, cy, 1));
-    const uint16_t *a = tk_tensor_data(host), *b = tk_tensor_data(cy[0]);
-    for (int64_t i = 0; i < batch * MF_D; i++) {
-        double got = tk_bf16_to_f32(a[i]), want = tk_bf16_to_f32(b[i]);
-        if (fabs(got - want) > 0.02 + 0.02 * fabs(want))
-            fail_msg("call %d batch %lld element %lld: %g on the GPU, %g on the CPU", call, (long long)batch,
-                     (long long)i, got, want);
-    }
-    tk_tensor *fl[] = {x, gy[0], cy[0], host};
-    for (size_t i = 0; i < sizeof fl / sizeof *fl; i++)
-        tk_tensor_free(fl[i]);
-}
-
 /* Where tk::_mlp's kernel takes every call (an sm_90 GPU, TK_MLP_MIN_ROWS unset), a session keeps
  * no hidden tensor for it: its memory is smaller by the hidden layer of the largest batch than with
  * TK_MLP_MIN_ROWS=32 (the pairs then run below 32 rows, through that tensor); on other GPUs both
- * keep it. Every call agrees with the CPU's either way, those from an input 2 bytes off alignment
+ * keep it. Two such programs (other weights) open at once, a new batch every call, each call
+ * agrees with its own program on the CPU either way, those from an input 2 bytes off alignment
  * too: the kernel declines it, so the signature's first run, eager on that tensor, runs the pairs
  * through a hidden tensor of the op's own (later runs replay the staged graph, on an aligned copy). */
 static void gpu__fused_mlp_sessions_keep_no_hidden_tensor_where_the_kernel_takes_every_call(void **state)
 {
     (void)state;
     tk_program_model *m = mlpfuse_model();
-    size_t wl;
-    void *w = mlpfuse_weights(&wl, 0);
-    tk_exec_program *p;
-    tk_assert_ok(tk_exec_program_new(&p, m, w, wl, "'tokmlp'", NULL));
+    tk_exec_program *p[2];
+    void *w[2];
+    size_t wl[2];
+    for (int i = 0; i < 2; i++) { /* two programs, other weights, open at once */
+        w[i] = mlpfuse_weights(&wl[i], i);
+        tk_assert_ok(tk_exec_program_new(&p[i], m, w[i], wl[i], i ? "'tokmlp 2'" : "'tokmlp 1'", NULL));
+    }
     tk_session_options off = TK_SESSION_OPTIONS_INIT;
     off.prefill = TK_PREFILL_OFF;
-    size_t arena[2];
-    int cc = 0;
+    size_t arena[2][2];
+    int cc = 0, apart = 0;
     for (int k = 0; k < 2; k++) {
         if (k)
             setenv("TK_MLP_MIN_ROWS", "32", 1);
         else
             unsetenv("TK_MLP_MIN_ROWS");
         tk_mlp_env_reload();
-        tk_session *g, *c;
-        tk_assert_ok(tk_exec_session_new(&g, p, GPU, &off));
-        tk_assert_ok(tk_exec_session_new(&c, p, CPU, NULL));
-        cc = tk_cuda_cc_of(tk_session_ctx(g));
-        const int64_t batches[] = {TP_MAX_BATCH, 1, 40, 7, 40};
-        for (int i = 0; i < 5; i++)
-            mf_agree(g, c, batches[i], 10 * k + i, NULL);
+        tk_session *g[2], *c[2];
+        for (int i = 0; i < 2; i++) {
+            tk_assert_ok(tk_exec_session_new(&g[i], p[i], GPU, &off));
+            tk_assert_ok(tk_exec_session_new(&c[i], p[i], CPU, NULL));
+        }
+        cc = tk_cuda_cc_of(tk_session_ctx(g[0]));
+        const int64_t batches[] = {TP_MAX_BATCH, 1, 40, 7, 40, 64, 13, 1, 33, 7};
+        for (int i = 0; i < 10; i++) /* a new batch every call, the programs in turn */
+            apart += mf_agree(g[i & 1], c[i & 1], c[(i & 1) ^ 1], batches[i], 10 * k + i, NULL);
         const int64_t odd[] = {23, MF_D}, rows[] = {MF_D, 1};
         tk_tensor *dx;
-        tk_assert_ok(tk_tensor_new_view(&dx, tk_session_ctx(g), GPU, TK_BF16, 2, odd, rows, 23 * MF_D * 2 + 2, 2));
+        tk_assert_ok(tk_tensor_new_view(&dx, tk_session_ctx(g[0]), GPU, TK_BF16, 2, odd, rows, 23 * MF_D * 2 + 2, 2));
         for (int i = 0; i < 3; i++)
-            mf_agree(g, c, 23, 30 + i, dx);
-        tk_exec_stats st;
-        tk_exec_session_wait_captures(g);
-        mf_agree(g, c, 40, 20 + k, NULL); /* a replay */
-        mf_agree(g, c, 23, 40 + k, dx);
+            mf_agree(g[0], c[0], NULL, 23, 30 + i, dx);
+        for (int i = 0; i < 2; i++) {
+            tk_exec_stats st;
+            tk_exec_session_wait_captures(g[i]);
+            mf_agree(g[i], c[i], NULL, 40, 20 + k, NULL); /* a replay */
+            tk_exec_session_stats(g[i], &st);
+            assert_int_equal(st.fused, 3);
+            arena[i][k] = st.arena_bytes;
+        }
+        mf_agree(g[0], c[0], NULL, 23, 40 + k, dx);
         tk_tensor_free(dx);
-        tk_exec_session_stats(g, &st);
-        assert_int_equal(st.fused, 3);
-        arena[k] = st.arena_bytes;
-        tk_session_free(g);
-        tk_session_free(c);
+        for (int i = 0; i < 2; i++) {
+            tk_session_free(g[i]);
+            tk_session_free(c[i]);
+        }
     }
     unsetenv("TK_MLP_MIN_ROWS");
     tk_mlp_env_reload();
+    assert_true(apart > 0); /* the programs' weights differ: each session ran its own */
     const size_t hidden = (size_t)TP_MAX_BATCH * MF_H * 2;
-    if (cc == 90)
-        assert_true(arena[1] >= arena[0] + hidden);
-    else
-        assert_int_equal(arena[0], arena[1]);
-    tk_exec_program_free(p);
-    free(w);
+    for (int i = 0; i < 2; i++) {
+        if (cc == 90)
+            assert_true(arena[i][1] >= arena[i][0] + hidden);
+        else
+            assert_int_equal(arena[i][0], arena[i][1]);
+        tk_exec_program_free(p[i]);
+        free(w[i]);
+    }
     tk_program_model_free(m);
 }
 
