@@ -11,7 +11,7 @@
  * nothing to build with nvcc. Exits 77 where there is no CUDA driver.
  *
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
- *               [--set-current] [--launcher] [--graphs N] [--direct] [--update] [--json F]
+ *               [--set-current] [--launcher] [--graphs N] [--in-order] [--direct] [--update] [--json F]
  *               [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]
  * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. --launcher (with --wait flag
  * or kflag): one more thread makes every launch, on the workers' requests. --graphs N: each thread
@@ -20,6 +20,11 @@
  * graph costs the driver against one launched over and over. --direct: no graph; each call launches
  * the kernels (and, with --wait flag or kflag, the write or the signal kernel) one by one on the
  * stream, as an eager run does: what a program of one kernel saves or loses without its graph.
+ * --in-order (with --graphs N): the graphs one after the other instead of at random, each launched
+ * the first time in calls 1..N and again in N+1..2N: the table gains the median, p99 and max of each
+ * pass and of the host's part of its calls (until cuGraphLaunch returned), what a graph's first
+ * launch costs against its second (a session's prefill instantiates and uploads graphs it launches
+ * later: graph_floor --graphs 32768 --in-order --calls 65536 --warmup 0).
  * --update: one graph, its kernels' arguments and grid changed before every launch
  * (cuGraphExecKernelNodeSetParams), as one graph shared by many shapes would be.
  * --beside: one more thread, on its own stream, makes graphs of the same kernels over and over while
@@ -84,7 +89,7 @@ static CUfunction g_fn, g_signal;
 static int g_calls = 20000, g_warmup = 2000, g_kernels = 3;
 enum { WAIT_SYNC, WAIT_POLL, WAIT_FLAG, WAIT_KFLAG };
 static const char *const wait_names[] = {"sync", "poll", "flag", "kflag"};
-static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1, g_direct, g_update;
+static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1, g_direct, g_update, g_in_order;
 enum { BESIDE_NONE, BESIDE_CAPTURE, BESIDE_INSTANTIATE, BESIDE_UPLOAD, BESIDE_UPDATE, BESIDE_UPDATE_UPLOAD };
 static const char *const beside_names[] = {"none", "capture", "instantiate", "upload", "update", "update-upload"};
 static int g_beside, g_beside_pause_us;
@@ -113,7 +118,8 @@ typedef struct worker {
     CUgraphExec ge;
     CUstream s;
     int ready, req;
-    double *lat; /* each timed call's microseconds */
+    double *lat;  /* each timed call's microseconds */
+    double *host; /* --in-order: each timed call's microseconds until cuGraphLaunch returned */
 } worker;
 
 /* --launcher: one thread makes every cuGraphLaunch, for the workers that ask (each then spins on
@@ -251,7 +257,9 @@ static void *work(void *arg)
             pthread_barrier_wait(w->start);
             w->t0 = now_s();
         }
-        if (g_graphs > 1) { /* a random one of the thread's graphs (xorshift) */
+        if (g_in_order) {
+            w->ge = ges[i % g_graphs];
+        } else if (g_graphs > 1) { /* a random one of the thread's graphs (xorshift) */
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
             w->ge = ges[rng % (unsigned long long)g_graphs];
         }
@@ -267,6 +275,8 @@ static void *work(void *arg)
             launch_direct(s, flag, dflag);
         else
             launch(w, flag);
+        if (w->host && i >= g_warmup)
+            w->host[i - g_warmup] = 1e6 * (now_s() - c0);
         wait_stream(s, flag);
         if (i >= g_warmup)
             w->lat[i - g_warmup] = 1e6 * (now_s() - c0);
@@ -350,7 +360,8 @@ static void *beside(void *arg)
     return NULL;
 }
 
-static call_stats g_lat; /* the last run's calls, every thread's */
+static call_stats g_lat;            /* the last run's calls, every thread's */
+static call_stats g_pass[2], g_phost[2]; /* --in-order: its first and second launches, and their host part */
 
 /* calls/s of n threads */
 static double run(int n)
@@ -362,7 +373,8 @@ static double run(int n)
     pthread_t bt;
     memset(w, 0, sizeof w);
     double *lat = malloc(sizeof *lat * (size_t)n * (size_t)g_calls);
-    if (!lat)
+    double *host = g_in_order ? malloc(sizeof *host * (size_t)n * (size_t)g_calls) : NULL;
+    if (!lat || (g_in_order && !host))
         exit(1);
     g_stop = 0;
     if (g_launcher) {
@@ -376,6 +388,7 @@ static double run(int n)
     for (int i = 0; i < n; i++) {
         w[i].start = &start;
         w[i].lat = lat + (size_t)i * (size_t)g_calls;
+        w[i].host = host ? host + (size_t)i * (size_t)g_calls : NULL;
         if (pthread_create(&w[i].th, NULL, work, &w[i]))
             exit(1);
     }
@@ -391,8 +404,16 @@ static double run(int n)
     if (g_beside)
         pthread_join(bt, NULL);
     pthread_barrier_destroy(&start);
+    if (g_in_order) { /* thread 0's two passes (calls [0, N) and [N, 2N) of its timed calls), before the
+                          sort of them all below */
+        for (int pass = 0; pass < 2; pass++) {
+            call_stats_compute(lat + (size_t)pass * (size_t)g_graphs, (size_t)g_graphs, &g_pass[pass]);
+            call_stats_compute(host + (size_t)pass * (size_t)g_graphs, (size_t)g_graphs, &g_phost[pass]);
+        }
+    }
     call_stats_compute(lat, (size_t)n * (size_t)g_calls, &g_lat);
     free(lat);
+    free(host);
     return (double)n * g_calls / (t1 - t0);
 }
 
@@ -425,6 +446,8 @@ int main(int argc, char **argv)
             g_launcher = 1;
         else if (!strcmp(argv[i], "--graphs") && i + 1 < argc)
             g_graphs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--in-order"))
+            g_in_order = 1;
         else if (!strcmp(argv[i], "--direct"))
             g_direct = 1;
         else if (!strcmp(argv[i], "--update"))
@@ -448,7 +471,7 @@ int main(int argc, char **argv)
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
                     "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--graphs N] "
-                    "[--direct] [--update] [--json F] [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]\n",
+                    "[--in-order] [--direct] [--update] [--json F] [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]\n",
                     help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
@@ -463,6 +486,11 @@ int main(int argc, char **argv)
     }
     if (g_graphs < 1 || g_graphs > 1 << 20 || (g_graphs > 1 && g_launcher)) {
         fprintf(stderr, "graph_floor: --graphs takes 1 to 1048576, and not with --launcher\n");
+        return 2;
+    }
+    if (g_in_order && (g_graphs < 2 || g_calls < 2 * g_graphs || g_warmup || g_launcher)) {
+        fprintf(stderr, "graph_floor: --in-order needs --graphs N (at least 2), --calls of at least 2 N, --warmup 0 "
+                        "and no --launcher\n");
         return 2;
     }
     if (g_beside_pause_us < 0 || g_beside_pause_us > 10000000) {
@@ -542,6 +570,10 @@ int main(int argc, char **argv)
             }
         }
         printf("\n");
+        for (int pass = 0; g_in_order && pass < 2; pass++)
+            printf("         %s launches (thread 0): median %.2f p99 %.2f max %.1f us; host median %.2f p99 %.2f "
+                   "max %.1f us\n", pass ? "second" : "first ", g_pass[pass].median, g_pass[pass].p99, g_pass[pass].max,
+                   g_phost[pass].median, g_phost[pass].p99, g_phost[pass].max);
         if (jf)
             fprintf(jf, "%s{\"threads\": %ld, \"calls_per_s\": %.0f}", first ? "" : ", ", n, cps);
         first = 0;
