@@ -12,8 +12,11 @@
  *   s = x w1_c^T (wgmma, x and w1's chunk in shared memory), then the bias in float, rounded to
  *   16-bit pairs and through GELU in that type, straight into the register operand of
  *   acc += gelu(s + b1) w2_c^T.
- * The chunks are software-pipelined: the next chunk's first product runs on the tensor cores while
- * this chunk's GELU runs on the others. Each block then owns half of the tile's output columns: it
+ * The chunks are software-pipelined: the next chunk's first product is issued before this chunk's
+ * GELU (an issue of wgmma waits until the tensor cores take it, so a warpgroup's GELU runs under the
+ * last 130-200 cycles of its own products only: bench/serving/README.md, 2026-11-27, thirteenth
+ * session, with the kernel forms measured against this one). Each block then owns half of the
+ * tile's output columns: it
  * sends the other half of its partial sums into its peer's shared memory (distributed shared
  * memory, counted by the peer's mbarrier) and keeps its own; once the peer's part has landed, it
  * adds it, b2 and the residual to its own and writes its columns of y (16 bytes a store, through a
