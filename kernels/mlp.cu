@@ -16,11 +16,11 @@
  * GELU (an issue of wgmma waits until the tensor cores take it, so a warpgroup's GELU runs under the
  * last 130-200 cycles of its own products only: bench/serving/README.md, 2026-11-27, thirteenth
  * session, with the kernel forms measured against this one). Each block then owns half of the
- * tile's output columns: it
- * sends the other half of its partial sums into its peer's shared memory (distributed shared
- * memory, counted by the peer's mbarrier) and keeps its own; once the peer's part has landed, it
- * adds it, b2 and the residual to its own and writes its columns of y (16 bytes a store, through a
- * transpose within each quad of lanes). The two warpgroups of a block take turns at the tensor
+ * tile's output columns: it sends the other half of its partial sums (bf16 pairs where T is bf16,
+ * floats for f16) into its peer's shared memory (distributed shared memory, counted by the peer's
+ * mbarrier) and keeps its own; once the peer's part has landed, it adds it, b2 and the residual to
+ * its own and writes its columns of y (16 bytes a store, through a transpose within each quad of
+ * lanes). The two warpgroups of a block take turns at the tensor
  * cores, so that one ends its round that way while the other's products run. The next tile's rows
  * come in (cp.async) while this one runs.
  *
@@ -117,6 +117,12 @@ __device__ __forceinline__ void st_async4(uint32_t addr, uint32_t bar, float a, 
 {
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
                  ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
+                 : "memory");
+}
+__device__ __forceinline__ void st_async4u(uint32_t addr, uint32_t bar, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+{
+    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n"
+                 ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d), "r"(bar)
                  : "memory");
 }
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count)
@@ -293,16 +299,31 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
      * k + 1's go. */
     uint32_t res[2][HT];
     float mine[HT][4]; /* this block's columns of a round's sums and b2 */
+    /* The peer's part goes as bf16 pairs where T is bf16 (two n-tiles a 16-byte store: half the
+     * bytes between the SMs, 0.25-0.47 us off a launch at every size on the H100, 2026-11-27,
+     * bench/serving/README.md; rounded as PyTorch rounds linear2's output before the residual),
+     * as floats for f16 (whose range a partial sum might leave where the whole does not). */
+    constexpr bool kPairs = std::is_same<T, __nv_bfloat16>::value;
+    constexpr uint32_t kXchBytes = (kPairs ? HT / 2 : HT) * 128 * 16;
     auto send = [&](auto rank_c, const uint32_t *bias2) {
         constexpr int other = decltype(rank_c)::value ^ 1;
         const uint32_t theirs = peer_addr(smem(xch), (uint32_t)other);
         const uint32_t their_full = peer_addr(full, (uint32_t)other);
+        if constexpr (kPairs) {
 #pragma unroll
-        for (int n = 0; n < HT; n++)
-            st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, acc[other * HT + n][0],
-                      acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
+            for (int n = 0; n < HT; n += 2) {
+                const float *a0 = acc[other * HT + n], *a1 = acc[other * HT + n + 1];
+                st_async4u(theirs + (uint32_t)(((n / 2) * 128 + wt) * 16), their_full, lanes<T>::pack2(a0[0], a0[1]),
+                           lanes<T>::pack2(a0[2], a0[3]), lanes<T>::pack2(a1[0], a1[1]), lanes<T>::pack2(a1[2], a1[3]));
+            }
+        } else {
+#pragma unroll
+            for (int n = 0; n < HT; n++)
+                st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, acc[other * HT + n][0],
+                          acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
+        }
         if (wt == 0)
-            mbar_expect(full, (uint32_t)(HT * 128 * 16));
+            mbar_expect(full, kXchBytes);
         /* this block's columns with b2 */
 #pragma unroll
         for (int n = 0; n < HT; n++) {
@@ -321,10 +342,21 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         const int m0 = tile_of(k) * BR;
 #pragma unroll
         for (int q = 0; q < HT / 4; q++) {
-            float4 p[4];
+            float4 p[4]; /* the peer's part of n-tiles 4q .. 4q + 3 at this lane's elements */
+            if constexpr (kPairs) {
 #pragma unroll
-            for (int j = 0; j < 4; j++)
-                p[j] = *reinterpret_cast<const float4 *>(xch + ((4 * q + j) * 128 + wt) * 4);
+                for (int h2 = 0; h2 < 2; h2++) {
+                    const uint4 u = *reinterpret_cast<const uint4 *>(xch + ((2 * q + h2) * 128 + wt) * 4);
+                    lanes<T>::unpack2(u.x, p[2 * h2].x, p[2 * h2].y);
+                    lanes<T>::unpack2(u.y, p[2 * h2].z, p[2 * h2].w);
+                    lanes<T>::unpack2(u.z, p[2 * h2 + 1].x, p[2 * h2 + 1].y);
+                    lanes<T>::unpack2(u.w, p[2 * h2 + 1].z, p[2 * h2 + 1].w);
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    p[j] = *reinterpret_cast<const float4 *>(xch + ((4 * q + j) * 128 + wt) * 4);
+            }
 #pragma unroll
             for (int hr = 0; hr < 2; hr++) {
                 uint32_t w[4] = {res[hr][4 * q], res[hr][4 * q + 1], res[hr][4 * q + 2], res[hr][4 * q + 3]};
