@@ -381,16 +381,19 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     /* the residual of this block's columns of the round's rows, 16 bytes of n-tile 4q + t a load (as
      * they are in memory: finish transposes them), loaded once the round's products are issued and
      * read by finish at the end of the round */
-    auto load_res = [&](int k) {
+    auto load_res = [&](int k, const T *xt) {
         const int m0 = tile_of(k) * BR;
 #pragma unroll
         for (int hr = 0; hr < 2; hr++) {
             const int m = m0 + r0 + g + hr * 8;
 #pragma unroll
             for (int q = 0; q < HT / 4; q++) {
-                const uint4 v = r && m < M ? __ldg(reinterpret_cast<const uint4 *>(
-                                                 r + (long long)m * D + ((int)rank * HT + 4 * q + t) * 8))
-                                           : make_uint4(0u, 0u, 0u, 0u);
+                /* a residual that is x itself from the round's rows, still in shared memory (0.1-0.4 us
+                 * off launches of 8,192 rows and more on the H100; bench/serving/README.md) */
+                const uint4 v = r == x ? *reinterpret_cast<const uint4 *>(xt + swz<D, BR>(r0 + g + hr * 8, (int)rank * HT + 4 * q + t))
+                                : r && m < M ? __ldg(reinterpret_cast<const uint4 *>(
+                                                   r + (long long)m * D + ((int)rank * HT + 4 * q + t) * 8))
+                                             : make_uint4(0u, 0u, 0u, 0u);
                 res[hr][4 * q] = v.x, res[hr][4 * q + 1] = v.y, res[hr][4 * q + 2] = v.z, res[hr][4 * q + 3] = v.w;
             }
         }
@@ -479,7 +482,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         cp_commit();
         /* the residual, and this block's columns of b2 (a lane's two of each of its n-tiles, 16-bit
          * pairs), loaded here and not before the products: their registers went to hB */
-        load_res(k);
+        load_res(k, xt);
         uint32_t bias2[HT];
 #pragma unroll
         for (int n = 0; n < HT; n++)
