@@ -867,12 +867,6 @@ static void gpu__two_sessions_hand_their_replays_to_the_launcher(void **state)
     signal_waits(1);
 }
 
-/* Every message, DEBUG included (a capture that failed says why), on stderr. */
-/* Two test::tokmlp programs (other weights) open at once on the GPU, taking turns, a new batch
- * every call: each output against the same program's CPU session (within bf16's rounding), and
- * the two programs' outputs apart. TK_MLP_MIN_ROWS=32 (read at the process's first tk::_mlp on a
- * GPU) sends batches under 32 through the cuBLASLt pair and the hidden tensor the session plans,
- * the others through the fused kernel; captured graphs replay both. */
 /* One call of batch rows on GPU session g (from dx, a device tensor, where given) and CPU session
  * c; fails where they differ. With `other`, another CPU session, the number of elements where g's
  * result differs from other's on the same input (0 without). */
@@ -907,6 +901,11 @@ static int mf_agree(tk_session *g, tk_session *c, tk_session *other, int64_t bat
     return apart;
 }
 
+/* Two test::tokmlp programs (other weights) open at once on the GPU, taking turns, a new batch
+ * every call: each output against the same program's CPU session (within bf16's rounding), and
+ * the two programs' outputs apart. TK_MLP_MIN_ROWS=32 (read again: tk_mlp_env_reload) sends
+ * batches under 32 through the cuBLASLt pair and the hidden tensor the session plans, the others
+ * through the fused kernel; captured graphs replay both. */
 static void gpu__two_fused_mlp_programs_with_a_new_batch_every_call(void **state)
 {
     (void)state;
@@ -1020,6 +1019,7 @@ static void gpu__fused_mlp_sessions_keep_no_hidden_tensor_where_the_kernel_takes
     tk_program_model_free(m);
 }
 
+/* Every message, DEBUG included (a capture that failed says why), on stderr. */
 static void log_all(tk_log_level level, const char *msg, void *user)
 {
     (void)level, (void)user;
