@@ -13,6 +13,7 @@
  *   graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] [--kernels K] [--wait sync|poll|flag|kflag]
  *               [--set-current] [--launcher] [--graphs N] [--in-order] [--direct] [--update] [--json F]
  *               [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]
+ *               [--upload same|other|thread|none]
  * --set-current: cuCtxSetCurrent before each launch, as libtkrt does. --launcher (with --wait flag
  * or kflag): one more thread makes every launch, on the workers' requests. --graphs N: each thread
  * instantiates its graph N times and launches a random one of them every call, as a session
@@ -25,6 +26,9 @@
  * pass and of the host's part of its calls (until cuGraphLaunch returned), what a graph's first
  * launch costs against its second (a session's prefill instantiates and uploads graphs it launches
  * later: graph_floor --graphs 32768 --in-order --calls 65536 --warmup 0).
+ * --upload: where the graphs are uploaded once instantiated: `same` (default: the stream that
+ * launches them), `other` (another stream of the worker's thread), `thread` (instantiated and
+ * uploaded by another thread on its own stream, as a session's capture thread does) or `none`.
  * --update: one graph, its kernels' arguments and grid changed before every launch
  * (cuGraphExecKernelNodeSetParams), as one graph shared by many shapes would be.
  * --beside: one more thread, on its own stream, makes graphs of the same kernels over and over while
@@ -62,6 +66,7 @@ static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
     X(cuModuleLoadData, (CUmodule *, const void *))                                                    \
     X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                     \
     X(cuStreamCreate, (CUstream *, unsigned))                                                           \
+    X(cuStreamDestroy_v2, (CUstream))                                                                   \
     X(cuStreamBeginCapture, (CUstream, CUstreamCaptureMode))                                           \
     X(cuStreamEndCapture, (CUstream, CUgraph *))                                                        \
     X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                       \
@@ -93,6 +98,12 @@ static int g_wait = WAIT_SYNC, g_set_current, g_graphs = 1, g_direct, g_update, 
 enum { BESIDE_NONE, BESIDE_CAPTURE, BESIDE_INSTANTIATE, BESIDE_UPLOAD, BESIDE_UPDATE, BESIDE_UPDATE_UPLOAD };
 static const char *const beside_names[] = {"none", "capture", "instantiate", "upload", "update", "update-upload"};
 static int g_beside, g_beside_pause_us;
+/* --upload: where each graph is uploaded after cuGraphInstantiate (the workers launch on their own
+ * stream): on that stream, on another stream of the same thread, on another thread's stream (as a
+ * session's capture thread does) or not at all (the first launch uploads) */
+enum { UPLOAD_SAME, UPLOAD_OTHER, UPLOAD_THREAD, UPLOAD_NONE };
+static const char *const upload_names[] = {"same", "other", "thread", "none"};
+static int g_upload = UPLOAD_SAME;
 
 #define CK(call)                                                                                  \
     do {                                                                                          \
@@ -196,6 +207,32 @@ static void launch(worker *w, volatile unsigned *flag)
     CK(p_cuGraphLaunch(w->ge, w->s));
 }
 
+/* The worker's graphs: instantiated from g, and uploaded as --upload says (on `s`, the stream the
+ * worker launches them on, or on a stream of the caller's own) */
+typedef struct maker {
+    CUgraph g;
+    CUgraphExec *ges;
+    CUstream s;
+} maker;
+
+static void *make_graphs(void *arg)
+{
+    const maker *mk = arg;
+    CUstream us = mk->s;
+    CK(p_cuCtxSetCurrent(g_ctx));
+    if (g_upload == UPLOAD_OTHER || g_upload == UPLOAD_THREAD)
+        CK(p_cuStreamCreate(&us, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < g_graphs; i++) {
+        CK(p_cuGraphInstantiateWithFlags(&mk->ges[i], mk->g, 0));
+        if (g_upload != UPLOAD_NONE)
+            CK(p_cuGraphUpload(mk->ges[i], us));
+    }
+    CK(p_cuStreamSynchronize(us));
+    if (us != mk->s)
+        CK(p_cuStreamDestroy_v2(us));
+    return NULL;
+}
+
 static void *work(void *arg)
 {
     worker *w = arg;
@@ -243,9 +280,13 @@ static void *work(void *arg)
     CUgraphExec *ges = malloc(sizeof *ges * (size_t)g_graphs);
     if (!ges)
         exit(1);
-    for (int i = 0; i < g_graphs; i++) {
-        CK(p_cuGraphInstantiateWithFlags(&ges[i], g, 0));
-        CK(p_cuGraphUpload(ges[i], s));
+    maker mk = {g, ges, s};
+    if (g_upload == UPLOAD_THREAD) {
+        pthread_t mt;
+        if (pthread_create(&mt, NULL, make_graphs, &mk) || pthread_join(mt, NULL))
+            exit(1);
+    } else {
+        make_graphs(&mk);
     }
     CK(p_cuStreamSynchronize(s));
     ge = ges[0];
@@ -448,7 +489,10 @@ int main(int argc, char **argv)
             g_graphs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--in-order"))
             g_in_order = 1;
-        else if (!strcmp(argv[i], "--direct"))
+        else if (!strcmp(argv[i], "--upload") && i + 1 < argc) {
+            if ((g_upload = choice("--upload", argv[++i], upload_names, 0, 4)) < 0)
+                return 2;
+        } else if (!strcmp(argv[i], "--direct"))
             g_direct = 1;
         else if (!strcmp(argv[i], "--update"))
             g_update = 1;
@@ -471,7 +515,8 @@ int main(int argc, char **argv)
             int help = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h");
             fprintf(help ? stdout : stderr, "%susage: graph_floor [--threads 1,2,4,8,16] [--calls N] [--warmup N] "
                     "[--kernels K] [--wait sync|poll|flag|kflag] [--set-current] [--launcher] [--graphs N] "
-                    "[--in-order] [--direct] [--update] [--json F] [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US]\n",
+                    "[--in-order] [--direct] [--update] [--json F] [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US] "
+                    "[--upload same|other|thread|none]\n",
                     help ? "" : "graph_floor: unknown or incomplete option\n");
             return help ? 0 : 2;
         }
@@ -539,6 +584,10 @@ int main(int argc, char **argv)
         printf("graph of %d empty kernels (a random one of %d graphs a call%s), launch%s + %s, %d calls per thread\n",
                g_kernels, g_graphs, g_update ? ", its kernels' arguments and grid set anew" : "",
                g_launcher ? " (by one launcher thread)" : "", wait_text[g_wait], g_calls);
+    if (!g_direct && g_upload != UPLOAD_SAME)
+        printf("graphs uploaded: %s\n", g_upload == UPLOAD_NONE ? "not (at their first launch)"
+                                         : g_upload == UPLOAD_OTHER ? "on another stream of the worker's thread"
+                                                                    : "by another thread, on its own stream");
     if (g_beside)
         printf("beside the calls, another thread makes graphs (%s steps), %d us apart\n", beside_names[g_beside],
                g_beside_pause_us);
