@@ -113,13 +113,7 @@ __device__ __forceinline__ uint32_t peer_addr(uint32_t local, uint32_t rank)
  * into the peer's shared memory that count, when they land, against the peer's barrier `bar`
  * (st.async), a block's arrival that expects so many bytes, a wait for a phase, and a remote
  * arrival that says a buffer was read. */
-__device__ __forceinline__ void st_async4(uint32_t addr, uint32_t bar, float a, float b, float c, float d)
-{
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];\n"
-                 ::"r"(addr), "f"(a), "f"(b), "f"(c), "f"(d), "r"(bar)
-                 : "memory");
-}
-__device__ __forceinline__ void st_async4u(uint32_t addr, uint32_t bar, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
+__device__ __forceinline__ void st_async4(uint32_t addr, uint32_t bar, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
 {
     asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n"
                  ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d), "r"(bar)
@@ -177,6 +171,9 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 #if !defined(__CUDA_ARCH_FEAT_SM90_ALL)
     __trap(); /* clusters and wgmma: the op launches this kernel on sm_90a only */
 #else
+    /* the launch after this one in a graph, where it is a programmatic dependent (the end-of-graph
+     * signal: runtime/cuda.c), may start its blocks now: they wait for this grid's end themselves */
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     constexpr int NT = BC / 8, DT = D / 8, HT = DT / 2; /* n-tiles of a chunk, of y, of a block's half of y */
     const int NC = H / (2 * BC);                      /* this block's chunks */
     const uint32_t rank = cluster_rank();
@@ -313,14 +310,16 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 #pragma unroll
             for (int n = 0; n < HT; n += 2) {
                 const float *a0 = acc[other * HT + n], *a1 = acc[other * HT + n + 1];
-                st_async4u(theirs + (uint32_t)(((n / 2) * 128 + wt) * 16), their_full, lanes<T>::pack2(a0[0], a0[1]),
+                st_async4(theirs + (uint32_t)(((n / 2) * 128 + wt) * 16), their_full, lanes<T>::pack2(a0[0], a0[1]),
                            lanes<T>::pack2(a0[2], a0[3]), lanes<T>::pack2(a1[0], a1[1]), lanes<T>::pack2(a1[2], a1[3]));
             }
         } else {
 #pragma unroll
-            for (int n = 0; n < HT; n++)
-                st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, acc[other * HT + n][0],
-                          acc[other * HT + n][1], acc[other * HT + n][2], acc[other * HT + n][3]);
+            for (int n = 0; n < HT; n++) {
+                const float *a = acc[other * HT + n];
+                st_async4(theirs + (uint32_t)((n * 128 + wt) * 16), their_full, __float_as_uint(a[0]),
+                          __float_as_uint(a[1]), __float_as_uint(a[2]), __float_as_uint(a[3]));
+            }
         }
         if (wt == 0)
             mbar_expect(full, kXchBytes);

@@ -117,6 +117,9 @@ static void load(void)
     SYM(MemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", 0)
     SYM(MemFreeHost, "cuMemFreeHost", 0)
     SYM(MemsetD32Async, "cuMemsetD32Async", 0)
+    SYM(LaunchKernelEx, "cuLaunchKernelEx", 0)
+    SYM(StreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", 0)
+    SYM(GraphNodeGetType, "cuGraphNodeGetType", 0)
 #undef SYM
 
     TK_CU_CHECK(cuInit(0));
@@ -486,13 +489,33 @@ done:
 
 /* One thread: count[0] += 1, then the count stored to the host's word with release semantics at
  * system scope (every write of the graph's earlier nodes is done before it: stream order). */
-static const char signal_ptx[] = ".version 7.0\n.target sm_70\n.address_size 64\n"
-                                 ".visible .entry tk_graph_signal(.param .u64 count, .param .u64 word)\n{\n"
-                                 "\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<3>;\n"
-                                 "\tld.param.u64 %rd1, [count];\n\tld.param.u64 %rd2, [word];\n"
-                                 "\tld.global.u32 %r1, [%rd1];\n\tadd.u32 %r2, %r1, 1;\n"
-                                 "\tst.global.u32 [%rd1], %r2;\n\tst.release.sys.global.u32 [%rd2], %r2;\n"
-                                 "\tret;\n}\n";
+#define TK_SIGNAL_ENTRY(name, wait)                                                                         \
+    ".visible .entry " name "(.param .u64 count, .param .u64 word)\n{\n"                                   \
+    "\t.reg .b64 %rd<3>;\n\t.reg .b32 %r<3>;\n" wait "\tld.param.u64 %rd1, [count];\n"                   \
+    "\tld.param.u64 %rd2, [word];\n\tld.global.u32 %r1, [%rd1];\n\tadd.u32 %r2, %r1, 1;\n"                 \
+    "\tst.global.u32 [%rd1], %r2;\n\tst.release.sys.global.u32 [%rd2], %r2;\n\tret;\n}\n"
+static const char signal_ptx[] = ".version 7.0\n.target sm_70\n.address_size 64\n" TK_SIGNAL_ENTRY("tk_graph_signal", "");
+/* From sm_90 on, the module also has tk_graph_signal_after: the same, launched as a programmatic
+ * dependent of the kernel before it (the graph's last node), so that the GPU can start its block
+ * while that kernel runs (where the kernel says so: griddepcontrol.launch_dependents) and it waits
+ * in griddepcontrol.wait, which returns once the kernels before it are done and their memory
+ * visible; the count's store then follows as it would after an ordinary launch. */
+static const char signal_ptx90[] = ".version 7.8\n.target sm_90\n.address_size 64\n" TK_SIGNAL_ENTRY(
+    "tk_graph_signal", "") TK_SIGNAL_ENTRY("tk_graph_signal_after", "\tgriddepcontrol.wait;\n");
+#undef TK_SIGNAL_ENTRY
+
+/* Whether the signal goes as a programmatic dependent where it can (TK_GRAPH_SIGNAL_AFTER=0: never) */
+static int signal_after_wanted(void)
+{
+    static int wanted = -1;
+    int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
+    if (w < 0) {
+        const char *env = getenv("TK_GRAPH_SIGNAL_AFTER");
+        w = !(env && !strcmp(env, "0")) && tk_cu.LaunchKernelEx && tk_cu.StreamGetCaptureInfo && tk_cu.GraphNodeGetType;
+        __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
+    }
+    return w;
+}
 
 static int signal_wanted(void)
 {
@@ -515,9 +538,13 @@ static CUfunction signal_kernel(tk_cu_device *d)
     if (!state) {
         pthread_mutex_lock(&d->lock);
         if (!(state = d->signal_fn_state)) {
-            CUresult r = cuModuleLoadData(&d->signal_mod, signal_ptx);
+            const int after = d->cc >= 90 && signal_after_wanted();
+            CUresult r = cuModuleLoadData(&d->signal_mod, after ? signal_ptx90 : signal_ptx);
             if (r == CUDA_SUCCESS)
                 r = cuModuleGetFunction(&d->signal_fn, d->signal_mod, "tk_graph_signal");
+            if (r == CUDA_SUCCESS && after &&
+                cuModuleGetFunction(&d->signal_after_fn, d->signal_mod, "tk_graph_signal_after") != CUDA_SUCCESS)
+                d->signal_after_fn = NULL;
             state = r == CUDA_SUCCESS ? 1 : -1;
             if (state < 0)
                 tk_log(TK_LOG_DEBUG, "cuda:%d: no end-of-graph signal kernel (driver error %d): graphs are waited "
@@ -790,6 +817,30 @@ done:
     return rc;
 }
 
+/* The signal at the end of the capture under way on stream: a programmatic dependent where every
+ * node it follows is a kernel (a copy or memset before it: an ordinary launch) */
+static CUresult launch_signal(tk_cu_device *d, CUstream stream, void **args)
+{
+    CUstreamCaptureStatus status;
+    cuuint64_t id;
+    CUgraph g;
+    const CUgraphNode *deps = NULL;
+    size_t ndeps = 0;
+    int after = d->signal_after_fn &&
+                cuStreamGetCaptureInfo(stream, &status, &id, &g, &deps, NULL, &ndeps) == CUDA_SUCCESS && ndeps > 0;
+    for (size_t i = 0; after && i < ndeps; i++) {
+        CUgraphNodeType type;
+        after = cuGraphNodeGetType(deps[i], &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_KERNEL;
+    }
+    if (!after)
+        return cuLaunchKernel(d->signal_fn, 1, 1, 1, 1, 1, 1, 0, stream, args, NULL);
+    CUlaunchAttribute attr = {.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION};
+    attr.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig cfg = {.gridDimX = 1, .gridDimY = 1, .gridDimZ = 1, .blockDimX = 1, .blockDimY = 1, .blockDimZ = 1,
+                          .hStream = stream, .attrs = &attr, .numAttrs = 1};
+    return cuLaunchKernelEx(&cfg, d->signal_after_fn, args, NULL);
+}
+
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
 {
     tk_cu_device *d;
@@ -807,7 +858,7 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
     if (keep && sg) {
         CUdeviceptr count = sg->count, word = sg->host_dev;
         void *args[] = {&count, &word};
-        signalled = cuLaunchKernel(d->signal_fn, 1, 1, 1, 1, 1, 1, 0, ctx->cuda->stream, args, NULL);
+        signalled = launch_signal(d, ctx->cuda->stream, args);
     }
     /* always ends the capture, even when the work captured went wrong: the stream is usable again */
     ctx->cuda->capturing = 0;

@@ -68,6 +68,11 @@ typedef struct tk_cu_api {
     PFN_cuMemHostGetDevicePointer_v3020 MemHostGetDevicePointer;
     PFN_cuMemFreeHost_v2000 MemFreeHost;
     PFN_cuMemsetD32Async_v3020 MemsetD32Async;
+    /* the signal launched as a programmatic dependent of the graph's last kernel (cuda.c, sm_90
+       and newer): NULL when missing, and then it is launched as any kernel */
+    PFN_cuLaunchKernelEx_v11060 LaunchKernelEx;
+    PFN_cuStreamGetCaptureInfo_v12030 StreamGetCaptureInfo;
+    PFN_cuGraphNodeGetType_v10000 GraphNodeGetType;
 } tk_cu_api;
 
 /* Filled by tk_cu_load; read-only afterwards. */
@@ -118,6 +123,9 @@ extern tk_cu_api tk_cu;
 #define cuMemHostGetDevicePointer_v2 tk_cu.MemHostGetDevicePointer
 #define cuMemFreeHost tk_cu.MemFreeHost
 #define cuMemsetD32Async tk_cu.MemsetD32Async
+#define cuLaunchKernelEx tk_cu.LaunchKernelEx
+#define cuStreamGetCaptureInfo_v3 tk_cu.StreamGetCaptureInfo
+#define cuGraphNodeGetType tk_cu.GraphNodeGetType
 
 /* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
  * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */
@@ -172,6 +180,7 @@ typedef struct tk_cu_device {
        tried, 1 loaded, -1 unavailable) */
     CUmodule signal_mod;
     CUfunction signal_fn;
+    CUfunction signal_after_fn; /* the same, waiting for the kernels before it (sm_90: NULL before) */
     int signal_fn_state;
     /* cuda.c: the launcher, where several sessions launch graphs on this GPU (started on first
        need, never stopped) */

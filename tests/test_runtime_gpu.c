@@ -24,6 +24,7 @@
 #ifdef TK_HAVE_CUDA_HEADERS
 #include "cublaslt.h"
 #endif
+#include "rt_internal.h" /* graphs and their end-of-graph signal */
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 static const tk_device GPU = {TK_DEVICE_CUDA, 0};
@@ -32,6 +33,7 @@ TK_KERNEL_DECL(test_fill_f32);
 TK_KERNEL_DECL(test_axpy_f32);
 TK_KERNEL_DECL(test_echo_scalars);
 TK_KERNEL_DECL(test_shared_reverse_f32);
+TK_KERNEL_DECL(test_late_fill_f32);
 TK_KERNEL_DECL(no_such_kernel);
 
 enum { BLOCK = 256 };
@@ -316,6 +318,44 @@ static void gpu__cublaslt_loads_and_makes_one_handle_per_device(void **state)
 #endif
 }
 
+/* Once tk_ctx_sync has seen a replay's end-of-graph signal, the graph's kernels are done: a copy on
+ * another context's stream (not ordered after the graph) reads what the last kernel wrote. That
+ * kernel spins 200 us before it writes and, on sm_90, lets a programmatic dependent launch at its
+ * start (the signal, where it is one: runtime/cuda.c): a signal that did not wait for the kernel's
+ * end would let the copy read the zeros written before each replay. */
+static void gpu__a_replay_s_signal_comes_after_its_last_kernel_ended(void **state)
+{
+    tk_ctx *ctx = *state, *other;
+    if (!tk_cuda_graphs_available())
+        skip();
+    const long long n = 8192;
+    tk_tensor *y = gpu_f32(ctx, n), *hy = cpu_f32(n);
+    void *g = NULL;
+    tk_assert_ok(tk_ctx_new(&other, GPU));
+    tk_assert_ok(tk_cuda_capture_begin(ctx, ctx));
+    tk_assert_ok(tk_wrap(ctx, test_late_fill_f32, TK_DIM3(tk_cdiv(n, BLOCK)), TK_DIM3(BLOCK), y, 7.0f,
+                         n, 200000ull));
+    tk_assert_ok(tk_cuda_capture_end(ctx, 1, &g));
+    unsigned launched, seen;
+    for (int i = 0; i < 8; i++) {
+        tk_assert_ok(tk_wrap(ctx, test_fill_f32, TK_DIM3(tk_cdiv(n, BLOCK)), TK_DIM3(BLOCK), y, 0.0f, n));
+        tk_assert_ok(tk_cuda_graph_launch(ctx, g));
+        tk_assert_ok(tk_ctx_sync(ctx));
+        tk_assert_ok(tk_tensor_copy(other, hy, y));
+        const float *h = tk_tensor_data(hy);
+        for (long long k = 0; k < n; k++)
+            if (h[k] != 7.0f)
+                fail_msg("replay %d: element %lld is %g after the wait, expected 7 (the last kernel's)", i, k, h[k]);
+    }
+    /* the wait was the signal's (not the stream's) unless TK_GRAPH_SIGNAL=0 */
+    const char *env = getenv("TK_GRAPH_SIGNAL");
+    assert_int_equal(tk_cuda_signal_state(ctx, &launched, &seen) == -1, env && !strcmp(env, "0"));
+    tk_cuda_graph_free(ctx, g);
+    tk_ctx_free(other);
+    tk_tensor_free(y);
+    tk_tensor_free(hy);
+}
+
 int main(void)
 {
     if (tk_cuda_available() != 0) {
@@ -343,6 +383,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(gpu__contexts_of_one_device_share_its_kernels_and_memory, setup_ctx,
                                         teardown_ctx),
         cmocka_unit_test_setup_teardown(gpu__cublaslt_loads_and_makes_one_handle_per_device, setup_ctx,
+                                        teardown_ctx),
+        cmocka_unit_test_setup_teardown(gpu__a_replay_s_signal_comes_after_its_last_kernel_ended, setup_ctx,
                                         teardown_ctx),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
