@@ -164,7 +164,9 @@ void tk_cuda_unload_stale(void);
  * captured (*exec, for graph_launch and graph_free). A graph captured for replay_on (non-NULL)
  * ends with that context's end-of-graph signal, and tk_cuda_sync waits for its replays there
  * without a driver call; it must be launched on replay_on only (graph_launch refuses another).
- * $TK_GRAPH_SIGNAL=0 leaves the signal out (the wait is then cuStreamSynchronize). */
+ * $TK_GRAPH_SIGNAL=0 leaves the signal out (the wait is then cuStreamSynchronize). On sm_90 the
+ * signal is a programmatic dependent of a last node that is a kernel (it waits for that kernel's
+ * end on the GPU: docs/runtime.md); $TK_GRAPH_SIGNAL_AFTER=0 launches it as any kernel. */
 int tk_cuda_graphs_available(void);
 int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on);
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec);
