@@ -15,7 +15,11 @@
  * The chunks are software-pipelined: the next chunk's first product is issued before this chunk's
  * GELU (an issue of wgmma waits until the tensor cores take it, so a warpgroup's GELU runs under the
  * last 130-200 cycles of its own products only: bench/serving/README.md, 2026-11-27, thirteenth
- * session, with the kernel forms measured against this one). Each block then owns half of the
+ * session, with the kernel forms measured against this one), and the second product goes a k-step
+ * (16 hidden units) at a time, each issued once its units' GELU is done, so that it runs under the
+ * next units' GELU (ptxas still moves part of the GELU ahead: in the SASS 11, 17, 3 and 0 of a
+ * chunk's 32 tanh come before its four k-steps; D 64, H 1408 6-7% faster, tokmlp's widths even:
+ * bench/serving/README.md, fourteenth session). Each block then owns half of the
  * tile's output columns: it sends the other half of its partial sums (bf16 pairs where T is bf16,
  * floats for f16) into its peer's shared memory (distributed shared memory, counted by the peer's
  * mbarrier) and keeps its own; once the peer's part has landed, it adds it, b2 and the residual to
@@ -263,26 +267,29 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         for (int n = 0; n < NT; n++)
             bq[n] = *reinterpret_cast<const uint32_t *>(sB1 + c * BC + n * 8 + 2 * t);
     };
-    auto act = [&](float (&s)[NT][4], uint32_t (&hf)[BC / 16][4], int c) {
+    /* acc += gelu(s + b1) w2_c^T, a k-step of the second product at a time: the GELU of n-tiles
+     * 2kk, 2kk + 1 (a lane's columns 2t, 2t + 1 of each, rows g and g + 8: bias in float, the pairs
+     * rounded to 16 bits and through GELU in that type, straight into the operand layout of k-step
+     * kk), then that k-step's product, issued before the next k-step's GELU: a warpgroup's issue
+     * of wgmma waits until the tensor cores take it, so each k-step's product runs under the next
+     * one's GELU instead of all four after the whole GELU. w2's chunk is [D outputs][64 hidden],
+     * the hidden units contiguous (K-major). */
+    auto act_second = [&](float (&s)[NT][4], uint32_t (&hf)[BC / 16][4], int c) {
         wg_hold(flat<4 * NT>(s));
 #pragma unroll
-        for (int n = 0; n < NT; n++) {
-            float bb0, bb1;
-            lanes<T>::unpack2(bq[n], bb0, bb1);
-            hf[n >> 1][2 * (n & 1)] = gelu2<T>(lanes<T>::pack2(s[n][0] + bb0, s[n][1] + bb1), gk, gk3, ghalf);
-            hf[n >> 1][2 * (n & 1) + 1] = gelu2<T>(lanes<T>::pack2(s[n][2] + bb0, s[n][3] + bb1), gk, gk3, ghalf);
-        }
-    };
-    /* acc += h w2_c^T: w2's chunk is [D outputs][64 hidden], the hidden units contiguous (K-major) */
-    auto second = [&](uint32_t (&hf)[BC / 16][4], int c) {
+        for (int kk = 0; kk < BC / 16; kk++) {
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++)
+            for (int n = 2 * kk; n < 2 * kk + 2; n++) {
+                float bb0, bb1;
+                lanes<T>::unpack2(bq[n], bb0, bb1);
+                hf[kk][2 * (n & 1)] = gelu2<T>(lanes<T>::pack2(s[n][0] + bb0, s[n][1] + bb1), gk, gk3, ghalf);
+                hf[kk][2 * (n & 1) + 1] = gelu2<T>(lanes<T>::pack2(s[n][2] + bb0, s[n][3] + bb1), gk, gk3, ghalf);
+            }
             asm volatile("" : "+r"(hf[kk][0]), "+r"(hf[kk][1]), "+r"(hf[kk][2]), "+r"(hf[kk][3])::"memory");
-        wg_fence();
-#pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++)
+            wg_fence();
             wgmma<T, D>::rs_k(flat<4 * DT>(acc), hf[kk], wg_desc(tW2 + c * BC * D + swz<BC, D>(0, 2 * kk), 16, 1024),
                               c > 0 || kk > 0); /* a round's sums start at its first chunk: acc is not zeroed */
+        }
         wg_commit();
     };
 
@@ -442,37 +449,31 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
         first(s1, xt, 1);
         load_b1(0);
         wg_wait_n<1>();
-        act(s0, hA, 0);
-        second(hA, 0);
+        act_second(s0, hA, 0);
         for (; c + 2 < NC; c += 2) {
             first(s0, xt, c + 1);
             load_b1(c);
             wg_wait_n<2>();
-            act(s1, hB, c);
-            second(hB, c);
+            act_second(s1, hB, c);
             first(s1, xt, c + 2);
             load_b1(c + 1);
             wg_wait_n<2>();
-            act(s0, hA, c + 1);
-            second(hA, c + 1);
+            act_second(s0, hA, c + 1);
         }
         if (c + 1 < NC) {
             first(s0, xt, c + 1);
             load_b1(c);
             wg_wait_n<2>();
-            act(s1, hB, c);
-            second(hB, c);
+            act_second(s1, hB, c);
             turn_pass(k); /* before the last chunk's GELU: the other's first products fill that gap */
             load_b1(c + 1);
             wg_wait_n<1>();
-            act(s0, hA, c + 1);
-            second(hA, c + 1);
+            act_second(s0, hA, c + 1);
         } else {
             turn_pass(k);
             load_b1(c);
             wg_wait_n<1>();
-            act(s1, hB, c);
-            second(hB, c);
+            act_second(s1, hB, c);
         }
         /* the next tile's rows into the other buffer (its last readers, the products of the round
          * before, are done) */
