@@ -540,6 +540,11 @@ static CUfunction signal_kernel(tk_cu_device *d)
         if (!(state = d->signal_fn_state)) {
             const int after = d->cc >= 90 && signal_after_wanted();
             CUresult r = cuModuleLoadData(&d->signal_mod, after ? signal_ptx90 : signal_ptx);
+            if (r != CUDA_SUCCESS && after) { /* a driver that cannot compile it: the plain signal */
+                tk_log(TK_LOG_DEBUG, "cuda:%d: no programmatic end-of-graph signal (driver error %d)", d->ordinal,
+                       (int)r);
+                r = cuModuleLoadData(&d->signal_mod, signal_ptx);
+            }
             if (r == CUDA_SUCCESS)
                 r = cuModuleGetFunction(&d->signal_fn, d->signal_mod, "tk_graph_signal");
             if (r == CUDA_SUCCESS && after &&
