@@ -318,7 +318,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
             for (int n = 0; n < HT; n += 2) {
                 const float *a0 = acc[other * HT + n], *a1 = acc[other * HT + n + 1];
                 st_async4(theirs + (uint32_t)(((n / 2) * 128 + wt) * 16), their_full, lanes<T>::pack2(a0[0], a0[1]),
-                           lanes<T>::pack2(a0[2], a0[3]), lanes<T>::pack2(a1[0], a1[1]), lanes<T>::pack2(a1[2], a1[3]));
+                          lanes<T>::pack2(a0[2], a0[3]), lanes<T>::pack2(a1[0], a1[1]), lanes<T>::pack2(a1[2], a1[3]));
             }
         } else {
 #pragma unroll
