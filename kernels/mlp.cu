@@ -24,9 +24,9 @@
  * floats for f16) into its peer's shared memory (distributed shared memory, counted by the peer's
  * mbarrier) and keeps its own; once the peer's part has landed, it adds it, b2 and the residual to
  * its own and writes its columns of y (16 bytes a store, through a transpose within each quad of
- * lanes). The two warpgroups of a block take turns at the tensor
- * cores, so that one ends its round that way while the other's products run. The next tile's rows
- * come in (cp.async) while this one runs.
+ * lanes). The two warpgroups of a block take turns at the tensor cores, so that one ends its round
+ * (the exchange and y) while the other's products run. The next tile's rows come in (cp.async)
+ * while this one runs.
  *
  * Two forms, chosen per launch by the op: where the launch's last round has no more tiles than
  * there are clusters (every launch of 4,224 rows or fewer on 132 SMs), the spread form gives that
@@ -396,9 +396,9 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
             for (int q = 0; q < HT / 4; q++) {
                 /* a residual that is x itself from the round's rows, still in shared memory (0.1-0.4 us
                  * off launches of 8,192 rows and more on the H100; bench/serving/README.md) */
-                const uint4 v = r == x ? *reinterpret_cast<const uint4 *>(xt + swz<D, BR>(r0 + g + hr * 8, (int)rank * HT + 4 * q + t))
-                                : r && m < M ? __ldg(reinterpret_cast<const uint4 *>(
-                                                   r + (long long)m * D + ((int)rank * HT + 4 * q + t) * 8))
+                const int col = (int)rank * HT + 4 * q + t; /* this 16 bytes' chunk of the row */
+                const uint4 v = r == x       ? *reinterpret_cast<const uint4 *>(xt + swz<D, BR>(r0 + g + hr * 8, col))
+                                : r && m < M ? __ldg(reinterpret_cast<const uint4 *>(r + (long long)m * D + col * 8))
                                              : make_uint4(0u, 0u, 0u, 0u);
                 res[hr][4 * q] = v.x, res[hr][4 * q + 1] = v.y, res[hr][4 * q + 2] = v.z, res[hr][4 * q + 3] = v.w;
             }

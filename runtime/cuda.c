@@ -504,17 +504,11 @@ static const char signal_ptx90[] = ".version 7.8\n.target sm_90\n.address_size 6
     "tk_graph_signal", "") TK_SIGNAL_ENTRY("tk_graph_signal_after", "\tgriddepcontrol.wait;\n");
 #undef TK_SIGNAL_ENTRY
 
-/* Whether the signal goes as a programmatic dependent where it can (TK_GRAPH_SIGNAL_AFTER=0: never) */
-static int signal_after_wanted(void)
+/* Whether the switch `name` is on: anything but "0" (unset too) */
+static int env_not_off(const char *name)
 {
-    static int wanted = -1;
-    int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
-    if (w < 0) {
-        const char *env = getenv("TK_GRAPH_SIGNAL_AFTER");
-        w = !(env && !strcmp(env, "0")) && tk_cu.LaunchKernelEx && tk_cu.StreamGetCaptureInfo && tk_cu.GraphNodeGetType;
-        __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
-    }
-    return w;
+    const char *env = getenv(name);
+    return !(env && !strcmp(env, "0"));
 }
 
 static int signal_wanted(void)
@@ -522,8 +516,7 @@ static int signal_wanted(void)
     static int wanted = -1;
     int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
     if (w < 0) {
-        const char *env = getenv("TK_GRAPH_SIGNAL");
-        w = !(env && !strcmp(env, "0")) && tk_cu.StreamQuery && tk_cu.MemHostAlloc && tk_cu.MemHostGetDevicePointer &&
+        w = env_not_off("TK_GRAPH_SIGNAL") && tk_cu.StreamQuery && tk_cu.MemHostAlloc && tk_cu.MemHostGetDevicePointer &&
             tk_cu.MemFreeHost && tk_cu.MemsetD32Async;
         __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
     }
@@ -538,7 +531,10 @@ static CUfunction signal_kernel(tk_cu_device *d)
     if (!state) {
         pthread_mutex_lock(&d->lock);
         if (!(state = d->signal_fn_state)) {
-            const int after = d->cc >= 90 && signal_after_wanted();
+            /* the signal as a programmatic dependent where it can be (TK_GRAPH_SIGNAL_AFTER=0: never);
+               decided once a device, here */
+            const int after = d->cc >= 90 && env_not_off("TK_GRAPH_SIGNAL_AFTER") && tk_cu.LaunchKernelEx &&
+                              tk_cu.StreamGetCaptureInfo && tk_cu.GraphNodeGetType;
             CUresult r = cuModuleLoadData(&d->signal_mod, after ? signal_ptx90 : signal_ptx);
             if (r != CUDA_SUCCESS && after) { /* a driver that cannot compile it: the plain signal */
                 tk_log(TK_LOG_DEBUG, "cuda:%d: no programmatic end-of-graph signal (driver error %d)", d->ordinal,

@@ -1328,9 +1328,16 @@ static int check_expressions(const tk_session *s, tk_tensor *const *in, binding 
 
 /* --- plans ------------------------------------------------------------------------------------ */
 
+/* A value no node stores: made and read inside a fused node, or tk::_mlp's hidden tensor where the
+ * kernel takes every call */
+static int never_stored(const tk_session *s, const xvalue *v)
+{
+    return v->fused_away || (v->mlp_hidden && s->no_mlp_hidden);
+}
+
 static int in_arena(const tk_session *s, const xvalue *v)
 {
-    if (v->kind == V_PARAM || v->fused_away || v->folded || (v->mlp_hidden && s->no_mlp_hidden))
+    if (v->kind == V_PARAM || v->folded || never_stored(s, v))
         return 0;
     if (v->kind == V_INPUT)
         return s->staged;
@@ -1852,7 +1859,7 @@ static int bind_tensors(tk_session *s, tk_ctx *ctx, const plan *pl, bind_mode mo
         if (base) {
             tk_tensor_view_init(&views[v], dev, x->pm->dtype, x->pm->rank, &pl->shapes[v * TK_MAX_DIMS], base);
             t[v] = &views[v];
-        } else if (x->fused_away || (x->mlp_hidden && s->no_mlp_hidden)) {
+        } else if (never_stored(s, x)) {
             t[v] = NULL;
         } else if (x->folded) {
             t[v] = s->folded[v];
