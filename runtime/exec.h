@@ -46,6 +46,7 @@ typedef enum tk_exec_mode {
  * staged graphs the capture thread made. */
 typedef struct tk_exec_stats {
     size_t plans;
+    size_t planned; /* plans made for requests: a signature's first run, or its first since its plan was evicted */
     size_t arena_bytes;
     size_t arena_grows;
     tk_exec_mode last_mode;

@@ -148,6 +148,21 @@ static void exec__session_options_bound_the_plans_and_are_checked(void **state)
         tk_tensor_free(x);
         tk_exec_session_stats(s, &st);
         assert_int_equal(st.plans, b < 3 ? b : 3);
+        assert_int_equal(st.planned, b);
+    }
+    /* the plans of 4, 5, 6 are kept; 4 used again, then 7 made: 5 goes (the least recently used),
+     * not 4, though 4 was planned first */
+    static const struct {
+        int64_t batch;
+        size_t planned;
+    } uses[] = {{4, 6}, {7, 7}, {4, 7}, {6, 7}, {5, 8}};
+    for (size_t i = 0; i < sizeof uses / sizeof uses[0]; i++) {
+        tk_tensor *x = tp_input(uses[i].batch, 1);
+        run_and_check(s, x);
+        tk_tensor_free(x);
+        tk_exec_session_stats(s, &st);
+        assert_int_equal(st.plans, 3);
+        assert_int_equal(st.planned, uses[i].planned);
     }
     tk_tensor *x = tp_input(TP_MAX_BATCH, 1);
     assert_int_equal(tk_session_bind(s, &x, 1, NULL, 0), TK_EINVAL); /* two outputs */
