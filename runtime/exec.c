@@ -772,9 +772,6 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
  * tk_session_options.max_shapes sets another bound; symbol spaces up to that many signatures are
  * captured whole, ahead of requests (prefill). */
 #define DEFAULT_MAX_PLANS 1024
-/* An eviction moves at most this many plans used since they were put at the front back there
- * (plan_evict_locked); past that, the oldest end's plan goes though it was used. */
-#define LRU_MOVES 64
 /* The automatic prefill starts once requests have brought this many signatures: its shapes vary. */
 #define PREFILL_AFTER 16
 /* The warm-up walks at most this many signatures (and at most half the plans a session keeps). */
@@ -789,16 +786,10 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
 #define CAPTURE_PACE_US 5000
 
 /* The intermediates of one input-shape signature: every value's shape, and where the values
- * kept in the arena start. A signature's first run finds its plan cold in the caches (prefilled,
- * not used since): what a lookup reads comes first, and the arrays share the plan's allocation
- * (plan_new). */
+ * kept in the arena start. */
 typedef struct plan {
-    uint64_t hash;
-    struct plan *hnext; /* the hash bucket's chain */
-    /* the session's tick at the plan's last use, and when it was last put at the front of the
-     * recency list: used since then where used > placed (plan_evict_locked) */
-    uint64_t used, placed;
     int64_t key[64];       /* the symbols' values */
+    uint64_t hash;
     int64_t *shapes;       /* nvalues * TK_MAX_DIMS */
     size_t *offset;        /* SIZE_MAX: not in the arena */
     size_t *size;          /* bytes of each value */
@@ -826,7 +817,8 @@ typedef struct plan {
     uint64_t mask, dmask;          /* outputs passed as output views (ptrs, dptrs): written in place */
     unsigned direct_arena;
     int in_queue;
-    struct plan *prev, *next; /* most recently used first (as of placed) */
+    struct plan *prev, *next; /* most recently used first */
+    struct plan *hnext;       /* the hash bucket's chain */
     struct plan *qnext;       /* the capture queue */
 } plan;
 
@@ -842,8 +834,7 @@ struct tk_session {
     void *arena;
     size_t arena_size, arena_grows;
     unsigned arena_gen;
-    plan *plans, *oldest; /* most recently used first (plan_evict_locked) */
-    uint64_t tick;        /* counts the plans' uses (plan_get) */
+    plan *plans, *oldest; /* most recently used first */
     size_t nplans, max_plans;
     plan **buckets;       /* nbuckets chains, a power of two at least twice max_plans */
     size_t nbuckets;
@@ -1027,7 +1018,15 @@ static void plan_free(tk_session *s, plan *pl)
         return;
     tk_cuda_graph_free(s->ctx, pl->graph);
     tk_cuda_graph_free(s->ctx, pl->direct);
-    free(pl); /* its arrays too (plan_new) */
+    free(pl->shapes);
+    free(pl->offset);
+    free(pl->size);
+    free(pl->view_at);
+    free(pl->ostr);
+    free(pl->ooff);
+    free(pl->vst);
+    free(pl->vstr);
+    free(pl);
 }
 
 static void arena_free(tk_session *s)
@@ -1407,26 +1406,16 @@ static int plan_new(plan **out, tk_session *s, const int64_t *key)
 {
     const tk_exec_program *p = s->p;
     size_t n = p->nvalues;
-    const size_t no = p->m->noutputs, tv = p->ntview ? 1 : 0;
-    /* the arrays after the plan, in one allocation (a first run then reads one stretch of memory):
-     * 8-byte elements, vst's bytes last */
-    const size_t words = (n * TK_MAX_DIMS + 1) + 3 * (n + 1) + (no * TK_MAX_DIMS + 1) + (no + 1) +
-                         tv * (n * TK_MAX_DIMS + 1);
-    plan *pl = calloc(1, sizeof(*pl) + words * sizeof(int64_t) + tv * (n + 1));
+    plan *pl = calloc(1, sizeof(*pl));
     *out = NULL;
-    if (!pl)
+    if (!pl || !(pl->shapes = calloc(n * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
+        !(pl->offset = calloc(n + 1, sizeof(size_t))) || !(pl->size = calloc(n + 1, sizeof(size_t))) ||
+        !(pl->view_at = calloc(n + 1, sizeof(uint64_t))) ||
+        !(pl->ostr = calloc(p->m->noutputs * TK_MAX_DIMS + 1, sizeof(int64_t))) ||
+        !(pl->ooff = calloc(p->m->noutputs + 1, sizeof(uint64_t))) ||
+        (p->ntview && (!(pl->vst = calloc(n + 1, 1)) || !(pl->vstr = calloc(n * TK_MAX_DIMS + 1, sizeof(int64_t)))))) {
+        plan_free(s, pl);
         return tk_error_set(TK_ENOMEM, "out of memory");
-    _Static_assert(sizeof(size_t) == sizeof(int64_t) && sizeof(uint64_t) == sizeof(int64_t), "8-byte words");
-    int64_t *a = (int64_t *)(pl + 1);
-    pl->shapes = a, a += n * TK_MAX_DIMS + 1;
-    pl->offset = (size_t *)a, a += n + 1;
-    pl->size = (size_t *)a, a += n + 1;
-    pl->view_at = (uint64_t *)a, a += n + 1;
-    pl->ostr = a, a += no * TK_MAX_DIMS + 1;
-    pl->ooff = (uint64_t *)a, a += no + 1;
-    if (tv) {
-        pl->vstr = a, a += n * TK_MAX_DIMS + 1;
-        pl->vst = (unsigned char *)a;
     }
     memcpy(pl->key, key, sizeof(int64_t) * (size_t)p->nsyms);
     pl->hash = key_hash(key, p->nsyms);
@@ -1497,7 +1486,6 @@ static void lru_unlink(tk_session *s, plan *pl)
 
 static void lru_push_front(tk_session *s, plan *pl)
 {
-    pl->placed = s->tick;
     pl->prev = NULL;
     pl->next = s->plans;
     if (s->plans)
@@ -1527,23 +1515,12 @@ static void plan_insert_locked(tk_session *s, plan *pl)
 }
 
 /* With the lock held: unlinks the least recently used plan that is not being captured (a queued
- * one leaves the queue) and returns it, for the caller to free without the lock. A use does not
- * move its plan in the list (that would touch its two neighbours, cold where a signature's first
- * run finds its prefilled plan: bench/serving/README.md, fifteenth session); the plan says when it
- * was used, and one used since it was put at the front goes there again when the oldest end
- * reaches it (a second chance), up to LRU_MOVES of them an eviction. */
+ * one leaves the queue) and returns it, for the caller to free without the lock. */
 static plan *plan_evict_locked(tk_session *s)
 {
     plan *pl = s->oldest;
-    for (int moved = 0; pl && (pl == s->in_capture || (pl->used > pl->placed && moved < LRU_MOVES));) {
-        plan *prev = pl->prev;
-        if (pl != s->in_capture) {
-            lru_unlink(s, pl);
-            lru_push_front(s, pl);
-            moved++;
-        }
-        pl = prev;
-    }
+    while (pl && pl == s->in_capture)
+        pl = pl->prev;
     if (!pl)
         return NULL;
     if (pl->in_queue) {
@@ -1578,7 +1555,10 @@ static int plan_get(tk_session *s, const binding *b, plan **out)
     plan *pl, *victim = NULL;
     pthread_mutex_lock(&s->lock);
     if ((pl = plan_lookup_locked(s, b->val, hash))) {
-        pl->used = ++s->tick;
+        if (pl != s->plans) {
+            lru_unlink(s, pl);
+            lru_push_front(s, pl);
+        }
         pthread_mutex_unlock(&s->lock);
         *out = pl;
         return 0;
@@ -2002,7 +1982,7 @@ static plan *prefill_next_locked(tk_session *s)
         } else {
             pl->graph_state = GRAPH_QUEUED;
         }
-        /* the oldest end: requested signatures stay ahead of prefilled ones */
+        /* least recently used: requested signatures stay ahead of prefilled ones */
         lru_unlink(s, pl);
         pl->prev = s->oldest;
         pl->next = NULL;
@@ -2220,9 +2200,8 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
         if (!tk_tensor_is_contiguous(out[i])) /* an output view (check_outputs): written in place */
             mask |= (uint64_t)1 << i;
     }
-    /* the program's n pointers only: the arrays' entries past them are null in every plan */
     size_t n = nin + nout;
-    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, n * sizeof *ptrs) && pl->mask == mask) {
+    if (pl->nptrs == n && !memcmp(pl->ptrs, ptrs, sizeof ptrs) && pl->mask == mask) {
         pl->same_ptr_runs++;
     } else {
         memcpy(pl->ptrs, ptrs, sizeof ptrs);
@@ -2231,7 +2210,7 @@ static void *direct_graph(tk_session *s, plan *pl, tk_tensor *const *in, tk_tens
         pl->same_ptr_runs = 0;
     }
     pthread_mutex_lock(&s->lock);
-    int same = !memcmp(pl->dptrs, ptrs, n * sizeof *ptrs) && pl->dmask == mask;
+    int same = !memcmp(pl->dptrs, ptrs, sizeof ptrs) && pl->dmask == mask;
     if (pl->direct_state == GRAPH_READY && (!same || pl->direct_arena != s->arena_gen)) {
         tk_cuda_graph_free(s->ctx, pl->direct);
         pl->direct = NULL;
