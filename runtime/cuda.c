@@ -920,18 +920,6 @@ done:
     return rc;
 }
 
-void tk_cuda_graph_prefetch(const void *exec)
-{
-    const tk_cu_graph *g = exec;
-    if (!g)
-        return;
-    /* the driver's object behind the handle: its first lines (a prefetch does not fault) */
-    const char *x = (const char *)g->exec;
-    for (int i = 0; i < 4; i++)
-        __builtin_prefetch(x + 64 * i);
-    __builtin_prefetch(g->signal);
-}
-
 int tk_cuda_launcher_used(tk_ctx *ctx)
 {
     return ctx && ctx->cuda && ctx->cuda->slot_registered;
@@ -1068,7 +1056,6 @@ int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen)
     (void)ctx, *launched = *seen = 0;
     return -1;
 }
-void tk_cuda_graph_prefetch(const void *exec) { (void)exec; }
 int tk_cuda_launcher_used(tk_ctx *ctx)
 {
     (void)ctx;

@@ -1546,22 +1546,6 @@ static plan *plan_evict_locked(tk_session *s)
     return pl;
 }
 
-/* A signature's first run finds its plan cold in the caches (prefilled, not used since), and its
- * graph and the driver's state of it too: the lines the run reads next are asked for at once, so
- * that their misses overlap instead of coming one after the other. With the lock held. */
-static void plan_prefetch(const plan *pl)
-{
-    __builtin_prefetch(pl->ptrs);
-    __builtin_prefetch(pl->dptrs);
-    __builtin_prefetch(&pl->mask);
-    __builtin_prefetch(pl->shapes);
-    __builtin_prefetch(pl->offset);
-    __builtin_prefetch(pl->size);
-    __builtin_prefetch(pl->view_at);
-    __builtin_prefetch(pl->ooff);
-    tk_cuda_graph_prefetch(pl->direct_state == GRAPH_READY ? pl->direct : pl->graph);
-}
-
 /* The plan of this signature: found through its hash and moved to the front, or made (the least
  * recently used one beyond max_plans goes). The table is shared with the capture thread, which
  * adds the plans of signatures not run yet (prefill). */
@@ -1571,7 +1555,6 @@ static int plan_get(tk_session *s, const binding *b, plan **out)
     plan *pl, *victim = NULL;
     pthread_mutex_lock(&s->lock);
     if ((pl = plan_lookup_locked(s, b->val, hash))) {
-        plan_prefetch(pl);
         if (pl != s->plans) {
             lru_unlink(s, pl);
             lru_push_front(s, pl);

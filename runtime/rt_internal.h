@@ -171,8 +171,6 @@ int tk_cuda_graphs_available(void);
 int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on);
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec);
 int tk_cuda_graph_launch(tk_ctx *ctx, void *exec);
-/* Asks the CPU's caches for what launching exec (NULL: nothing) will read, ahead of the launch. */
-void tk_cuda_graph_prefetch(const void *exec);
 /* For tests: -1 when ctx has no end-of-graph signal; else whether tk_cuda_sync would wait on it
  * (1: the last work queued is a signalled launch), with the launches counted so far and the count
  * the GPU has written back. */
