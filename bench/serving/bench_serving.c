@@ -19,7 +19,8 @@
  * then --first distinct shapes never run before (uniform draws), each once, timed; then each of
  * them once more. The two distributions side by side are the price of a shape never seen; the
  * first calls' host part (until tk_session_run returned, the wait for the GPU apart) is a row of
- * its own. --gap
+ * its own, and so is each shape's first call less its second ("first - second": what a shape
+ * costs the first time beyond what it costs again, its own GPU time apart). --gap
  * pauses so many microseconds before each of those calls (untimed): requests spaced as a service
  * gets them, which leave the session's background work (captures, prefill) room between them.
  *
@@ -63,6 +64,7 @@ typedef struct first_result {
     double session_new_ms, ready_ms, session_first_us;
     int ready;
     call_stats first, first_host, second, second_host; /* *_host: until tk_session_run returned (the wait apart) */
+    call_stats excess, excess_host;                    /* per shape: its first call less its second */
 } first_result;
 
 static double now_us(void)
@@ -284,7 +286,7 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
     tk_tensor *in[MAX_IO], *out[MAX_IO];
     int64_t v[SHAPES_MAX_SYMS];
     int64_t *shapes = NULL;
-    double *t1 = NULL, *t2 = NULL, *h1 = NULL, *h2 = NULL;
+    double *t1 = NULL, *t2 = NULL, *h1 = NULL, *h2 = NULL, *d = NULL, *dh = NULL;
     char err[512];
     int rc = 1, have_fx = 0, have_un = 0;
     memset(r, 0, sizeof *r);
@@ -333,7 +335,9 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
     t2 = calloc((size_t)o->first + 1, sizeof *t2);
     h1 = calloc((size_t)o->first + 1, sizeof *h1);
     h2 = calloc((size_t)o->first + 1, sizeof *h2);
-    if (!shapes || !t1 || !t2 || !h1 || !h2) {
+    d = calloc((size_t)o->first + 1, sizeof *d);
+    dh = calloc((size_t)o->first + 1, sizeof *dh);
+    if (!shapes || !t1 || !t2 || !h1 || !h2 || !d || !dh) {
         fprintf(stderr, "bench_serving: out of memory\n");
         goto done;
     }
@@ -362,6 +366,12 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
         }
     }
     r->shapes = n;
+    for (int i = 0; i < n; i++) { /* before the statistics, which sort their arrays */
+        d[i] = t1[i] - t2[i];
+        dh[i] = h1[i] - h2[i];
+    }
+    call_stats_compute(d, (size_t)n, &r->excess);
+    call_stats_compute(dh, (size_t)n, &r->excess_host);
     call_stats_compute(t1, (size_t)n, &r->first);
     call_stats_compute(h1, (size_t)n, &r->first_host);
     call_stats_compute(h2, (size_t)n, &r->second_host);
@@ -382,6 +392,8 @@ done:
     free(t2);
     free(h1);
     free(h2);
+    free(d);
+    free(dh);
     return rc;
 }
 
@@ -440,6 +452,10 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
     json_stats(f, &fr->second);
     fprintf(f, ", \"second_host\": ");
     json_stats(f, &fr->second_host);
+    fprintf(f, ", \"excess\": ");
+    json_stats(f, &fr->excess);
+    fprintf(f, ", \"excess_host\": ");
+    json_stats(f, &fr->excess_host);
     fprintf(f, "},\n \"runs\": [");
     for (int i = 0; i < nruns; i++) {
         const run_result *r = &runs[i];
@@ -654,8 +670,12 @@ int main(int argc, char **argv)
                fr.first_host.p99, fr.first_host.mean, fr.first_host.max);
         printf("  %-12s %10.1f %10.1f %10.1f %10.1f %10.1f\n", "second call", fr.second.median, fr.second.p90,
                fr.second.p99, fr.second.mean, fr.second.max);
-        printf("  %-12s %10.1f %10.1f %10.1f %10.1f %10.1f\n\n", "  its host", fr.second_host.median,
+        printf("  %-12s %10.1f %10.1f %10.1f %10.1f %10.1f\n", "  its host", fr.second_host.median,
                fr.second_host.p90, fr.second_host.p99, fr.second_host.mean, fr.second_host.max);
+        printf("  %-12s %10.1f %10.1f %10.1f %10.1f %10.1f\n", "first-second", fr.excess.median, fr.excess.p90,
+               fr.excess.p99, fr.excess.mean, fr.excess.max);
+        printf("  %-12s %10.1f %10.1f %10.1f %10.1f %10.1f\n\n", "  its host", fr.excess_host.median,
+               fr.excess_host.p90, fr.excess_host.p99, fr.excess_host.mean, fr.excess_host.max);
     }
     if (nkinds)
         printf("  %-8s %7s %10s %10s %10s %10s %10s %11s %11s %10s\n", "stream", "threads", "median us", "p90 us",

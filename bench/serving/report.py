@@ -93,18 +93,19 @@ def main(argv):
         for label, d in [("tkexport", get(s, "first_calls")), ("tkexport, TK_CUBLASLT_EXACT=1", get(ex, "first_calls"))] + [
                 ("torch " + mode, get(t, "first_calls", mode)) for mode in TORCH_MODES]:
             if isinstance(d, str):
-                rows.append([label, d, "", "", "", "", "", "", "", ""])
+                rows.append([label, d, "", "", "", "", "", "", "", "", "", ""])
             elif d:
                 rows.append([label, us(d.get("session_first_call_us")), d.get("shapes"), us(get(d, "first", "median_us")),
                              us(get(d, "first", "p99_us")), us(get(d, "first", "max_us")), us(get(d, "second", "median_us")),
                              us(get(d, "second", "p99_us")), us(get(d, "first_host", "p99_us")),
-                             us(get(d, "second_host", "p99_us"))])
+                             us(get(d, "second_host", "p99_us")), us(get(d, "excess", "median_us")),
+                             us(get(d, "excess", "p99_us"))])
         if rows:
             md += ["First calls: a fresh session (or a fresh torch.compile), its very first call, then new shapes each run "
                    "once and again; the host's part of the first and second calls (until the run returned, the wait for the GPU "
-                   "apart) where the benchmark reports it:", "",
+                   "apart) and each shape's first call less its second where the benchmark reports them:", "",
                    table(["", "very first call", "new shapes", "first-call median", "p99", "max", "second-call median",
-                          "p99", "first-call host p99", "second-call host p99"], rows),
+                          "p99", "first-call host p99", "second-call host p99", "first - second median", "p99"], rows),
                    ""]
     o1, o2 = load(out, "open_big.json"), load(out, "open_big_again.json")
     if o1:

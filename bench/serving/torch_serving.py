@@ -222,7 +222,8 @@ def main(argv):
                 t1 = [timed(torch, fn, view(v), before) for v in new]
                 t2 = [timed(torch, fn, view(v), before) for v in new]
                 res["first_calls"][mode] = {"shapes": len(new), "session_first_call_us": first_fixed,
-                                            "first": stats(t1), "second": stats(t2)}
+                                            "first": stats(t1), "second": stats(t2),
+                                            "excess": stats([a - b for a, b in zip(t1, t2)])}
                 say("%s: first call %.0f us; new shapes: first median %.1f us, again %.1f us"
                     % (mode, first_fixed, stats(t1).get("median_us", 0), stats(t2).get("median_us", 0)))
             except Exception as e:  # a failure is a result, not the end of the run
