@@ -3,6 +3,7 @@
  *   bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]
  *                 [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]
  *                 [--first N] [--gap US] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]
+ *                 [--first-csv FILE]
  *
  * Streams of input shapes (cli/shape_stream.c): `fixed` one shape (--fixed, default every
  * symbol at min(16, its max)), `cycle` 8 sizes per symbol spaced geometrically over its range,
@@ -24,7 +25,9 @@
  * pauses so many microseconds before each of those calls (untimed): requests spaced as a service
  * gets them, which leave the session's background work (captures, prefill) room between them.
  *
- * Output: a table on stdout, --json (everything) and --csv (one row per stream and T).
+ * Output: a table on stdout, --json (everything), --csv (one row per stream and T) and --first-csv
+ * (one row per first-call shape, in the order they ran: its symbols, its first and second calls and
+ * their host parts).
  * Exit status: 0 done, 1 a run failed, 2 usage. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -44,7 +47,7 @@
 #define MAX_IO 64 /* inputs and outputs of a program; more are refused */
 
 typedef struct options {
-    const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv, *prefill;
+    const char *pkg_path, *device, *streams, *threads, *fixed, *label, *json, *csv, *prefill, *first_csv;
     int calls, warmup, first, gap, max_shapes, bind, ready;
     uint64_t seed;
     tk_session_options session; /* from --prefill and --max-shapes */
@@ -79,9 +82,10 @@ static int usage(FILE *f, int status)
     fprintf(f, "usage: bench_serving PKG.tkpkg [--device cuda[:N]|cpu] [--streams fixed,cycle,uniform|none]\n"
                "                     [--threads 1,2,4,8] [--calls N] [--warmup N] [--fixed SYM=V[,SYM=V]...]\n"
                "                     [--first N] [--gap US] [--seed S] [--label TEXT] [--json FILE] [--csv FILE]\n"
-               "                     [--prefill auto|now|off] [--max-shapes N] [--bind] [--ready]\n"
+               "                     [--first-csv FILE] [--prefill auto|now|off] [--max-shapes N] [--bind] [--ready]\n"
                "--first N: a fresh session's first calls of N shapes never run before, then each again; --gap: a\n"
-               "pause of US microseconds before each of them (untimed), as between a service's requests.\n"
+               "pause of US microseconds before each of them (untimed), as between a service's requests;\n"
+               "--first-csv: those calls one shape a row, in the order they ran.\n"
                "--prefill now: each session captures its whole symbol space from creation and is waited for\n"
                "(tk_session_wait_ready) before its first call; --max-shapes: the signatures a session keeps;\n"
                "--bind: each session's buffers (largest shapes) are bound (tk_session_bind) and its prefill\n"
@@ -278,6 +282,32 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
 
 /* --- first calls of new shapes ---------------------------------------------------------------- */
 
+/* One row per first-call shape, in the order they ran (--first-csv). */
+static int write_first_csv(const char *path, const shape_stream *st, const int64_t *shapes, int n, const double *t1,
+                           const double *h1, const double *t2, const double *h2)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "bench_serving: cannot write '%s': %s\n", path, strerror(errno));
+        return 1;
+    }
+    fprintf(f, "index");
+    for (size_t k = 0; k < st->nsyms; k++)
+        fprintf(f, ",%s", st->names[k]);
+    fprintf(f, ",first_us,first_host_us,second_us,second_host_us\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%d", i);
+        for (size_t k = 0; k < st->nsyms; k++)
+            fprintf(f, ",%lld", (long long)shapes[(size_t)i * SHAPES_MAX_SYMS + k]);
+        fprintf(f, ",%.3f,%.3f,%.3f,%.3f\n", t1[i], h1[i], t2[i], h2[i]);
+    }
+    if (fclose(f)) {
+        fprintf(stderr, "bench_serving: cannot write '%s': %s\n", path, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 static int run_first(const options *o, tk_package *pkg, tk_device dev, const char *fixed, first_result *r)
 {
     tk_session *s = NULL;
@@ -366,6 +396,8 @@ static int run_first(const options *o, tk_package *pkg, tk_device dev, const cha
         }
     }
     r->shapes = n;
+    if (o->first_csv && write_first_csv(o->first_csv, &un, shapes, n, t1, h1, t2, h2))
+        goto done;
     for (int i = 0; i < n; i++) { /* before the statistics, which sort their arrays */
         d[i] = t1[i] - t2[i];
         dh[i] = h1[i] - h2[i];
@@ -531,6 +563,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--label")) str = &o.label;
         else if (!strcmp(a, "--json")) str = &o.json;
         else if (!strcmp(a, "--csv")) str = &o.csv;
+        else if (!strcmp(a, "--first-csv")) str = &o.first_csv;
         else if (!strcmp(a, "--prefill")) str = &o.prefill;
         else if (!strcmp(a, "--max-shapes")) num = &o.max_shapes;
         else if (!strcmp(a, "--bind")) {
