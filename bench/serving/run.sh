@@ -7,9 +7,9 @@
 #   a. the packages: mlp (examples/mlp) and tokmlp (bench/serving/tokmlp), from TKPROG_DIR/<m>.tkprog
 #      when given (the GPU machine's build has no `tkexport export`), else exported here; compiled
 #      for $ARCH; their weights read back out for PyTorch;
-#   b. bench_serving on each: first calls of new shapes (again with TK_CUBLASLT_EXACT=1: a heuristic
-#      query per new size instead of the size bucket's checked algorithm), then the streams fixed,
-#      cycle and uniform on 1..N threads;
+#   b. bench_serving on each: first calls of new shapes (one shape a row in first_<m>.csv; again with
+#      TK_CUBLASLT_EXACT=1: a heuristic query per new size instead of the size bucket's checked
+#      algorithm), then the streams fixed, cycle and uniform on 1..N threads;
 #   c. `tkexport run --shapes cycle|uniform --bench` on each (the CLI's view of the same);
 #   d. torch_serving.py on each: the same streams in eager, compile and reduce-overhead (dynamic);
 #   e. the large-weights package (weights.py bigprog, about $BIG_GIB GiB) compiled, then
@@ -117,7 +117,8 @@ for m in mlp tokmlp; do
     "$serving" "$out/$m.tkpkg" --device "$device" --streams "$streams" --threads "$(echo $threads | tr ' ' ',')" \
         --calls "$calls" --warmup "$warmup" --first "$first" --label tkexport \
         ${PREFILL:+--prefill "$PREFILL"} ${MAX_SHAPES:+--max-shapes "$MAX_SHAPES"} ${BIND:+--bind} \
-        --json "$out/serving_$m.json" --csv "$out/serving_$m.csv" | tee "$out/serving_$m.txt" || status=1
+        --json "$out/serving_$m.json" --csv "$out/serving_$m.csv" --first-csv "$out/first_$m.csv" \
+        | tee "$out/serving_$m.txt" || status=1
     TK_CUBLASLT_EXACT=1 "$serving" "$out/$m.tkpkg" --device "$device" --streams none --first "$first" \
         --label exact-heuristic --json "$out/first_exact_$m.json" >"$out/first_exact_$m.txt" || status=1
 done
