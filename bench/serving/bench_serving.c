@@ -20,7 +20,7 @@
  * then --first distinct shapes never run before (uniform draws), each once, timed; then each of
  * them once more. The two distributions side by side are the price of a shape never seen; the
  * first calls' host part (until tk_session_run returned, the wait for the GPU apart) is a row of
- * its own, and so is each shape's first call less its second ("first - second": what a shape
+ * its own, and so is each shape's first call less its second ("first-second": what a shape
  * costs the first time beyond what it costs again, its own GPU time apart). --gap
  * pauses so many microseconds before each of those calls (untimed): requests spaced as a service
  * gets them, which leave the session's background work (captures, prefill) room between them.
