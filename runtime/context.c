@@ -73,6 +73,12 @@ int tk_ctx_sm_count(tk_ctx *ctx)
     return ctx && ctx->device.kind == TK_DEVICE_CUDA ? tk_cuda_sm_count_of(ctx) : 1;
 }
 
+int tk_env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return !(e && !strcmp(e, "0"));
+}
+
 int64_t tk_env_count(const char *name, int64_t dflt)
 {
     const char *e = getenv(name);

@@ -504,19 +504,12 @@ static const char signal_ptx90[] = ".version 7.8\n.target sm_90\n.address_size 6
     "tk_graph_signal", "") TK_SIGNAL_ENTRY("tk_graph_signal_after", "\tgriddepcontrol.wait;\n");
 #undef TK_SIGNAL_ENTRY
 
-/* Whether the switch `name` is on: anything but "0" (unset too) */
-static int env_not_off(const char *name)
-{
-    const char *env = getenv(name);
-    return !(env && !strcmp(env, "0"));
-}
-
 static int signal_wanted(void)
 {
     static int wanted = -1;
     int w = __atomic_load_n(&wanted, __ATOMIC_RELAXED);
     if (w < 0) {
-        w = env_not_off("TK_GRAPH_SIGNAL") && tk_cu.StreamQuery && tk_cu.MemHostAlloc && tk_cu.MemHostGetDevicePointer &&
+        w = tk_env_on("TK_GRAPH_SIGNAL") && tk_cu.StreamQuery && tk_cu.MemHostAlloc && tk_cu.MemHostGetDevicePointer &&
             tk_cu.MemFreeHost && tk_cu.MemsetD32Async;
         __atomic_store_n(&wanted, w, __ATOMIC_RELAXED);
     }
@@ -533,7 +526,7 @@ static CUfunction signal_kernel(tk_cu_device *d)
         if (!(state = d->signal_fn_state)) {
             /* the signal as a programmatic dependent where it can be (TK_GRAPH_SIGNAL_AFTER=0: never);
                decided once a device, here */
-            const int after = d->cc >= 90 && env_not_off("TK_GRAPH_SIGNAL_AFTER") && tk_cu.LaunchKernelEx &&
+            const int after = d->cc >= 90 && tk_env_on("TK_GRAPH_SIGNAL_AFTER") && tk_cu.LaunchKernelEx &&
                               tk_cu.StreamGetCaptureInfo && tk_cu.GraphNodeGetType;
             CUresult r = cuModuleLoadData(&d->signal_mod, after ? signal_ptx90 : signal_ptx);
             if (r != CUDA_SUCCESS && after) { /* a driver that cannot compile it: the plain signal */
@@ -823,12 +816,10 @@ done:
 static CUresult launch_signal(tk_cu_device *d, CUstream stream, void **args)
 {
     CUstreamCaptureStatus status;
-    cuuint64_t id;
-    CUgraph g;
     const CUgraphNode *deps = NULL;
     size_t ndeps = 0;
     int after = d->signal_after_fn &&
-                cuStreamGetCaptureInfo(stream, &status, &id, &g, &deps, NULL, &ndeps) == CUDA_SUCCESS && ndeps > 0;
+                cuStreamGetCaptureInfo(stream, &status, NULL, NULL, &deps, NULL, &ndeps) == CUDA_SUCCESS && ndeps > 0;
     for (size_t i = 0; after && i < ndeps; i++) {
         CUgraphNodeType type;
         after = cuGraphNodeGetType(deps[i], &type) == CUDA_SUCCESS && type == CU_GRAPH_NODE_TYPE_KERNEL;

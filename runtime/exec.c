@@ -283,8 +283,7 @@ static const char *node_label(tk_exec_program *p, const char *op, const char *wh
  * them. Its outputs' shapes are static (parameters' are). TK_FOLDING=0 turns it off. */
 static int fold_nodes(tk_exec_program *p)
 {
-    const char *off = getenv("TK_FOLDING");
-    if (off && !strcmp(off, "0"))
+    if (!tk_env_on("TK_FOLDING"))
         return 0;
     for (size_t n = 0; n < p->m->nnodes; n++) {
         xnode *x = &p->nodes[n];
@@ -500,8 +499,7 @@ static int fuse_nodes(tk_exec_program *p)
 static int mark_views(tk_exec_program *p)
 {
     size_t nn = p->m->nnodes;
-    const char *off = getenv("TK_VIEWS");
-    if (off && !strcmp(off, "0"))
+    if (!tk_env_on("TK_VIEWS"))
         return 0;
     for (size_t n = 0; n < nn; n++)
         for (int i = 0; i < p->nodes[n].nin && i < TK_SCHEMA_MAX; i++)

@@ -143,6 +143,9 @@ int tk_cuda_sm_count_of(tk_ctx *ctx);
  * (TK_MLP_MIN_ROWS and TK_LINEAR_SMALL_ROWS, read once by their ops; TK_CAPTURE_PACE_US, at each
  * session's creation). dflt when it is unset, and, with a warning, when it is not such a number. */
 int64_t tk_env_count(const char *name, int64_t dflt);
+/* Whether the switch `name` is on: anything but "0", unset included (TK_GRAPH_SIGNAL, TK_FOLDING,
+ * TK_VIEWS and the like, which "0" turns off). */
+int tk_env_on(const char *name);
 /* The compute capability of ctx's GPU as major * 10 + minor (90: sm_90), read once per device; 0 on the CPU. */
 int tk_cuda_cc_of(tk_ctx *ctx);
 /* The number of CUDA devices, and the compute capability of one (7.5, 9.0...); TK_EDEVICE with
