@@ -218,7 +218,10 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     auto has_tile = [&](int round) { return has_tile_of(round, wg); };
 
     /* groups: the block's weights and b1 with the warpgroup's first tile of x, then each next tile
-     * of x (b1 by cp.async too: a load through registers would hold the first round up) */
+     * of x (b1 by cp.async too: a load through registers would hold the first round up). The first
+     * group is waited for whole before the first product: stages on mbarriers, waited for in the
+     * order the chain reads them, were 0.3 to 1.4 us slower a launch (H100, bench/serving/README.md,
+     * sixteenth session). */
     const int h0 = (int)rank * NC * BC;
     for (int c = 0; c < NC; c++) {
         load_tile<T, D, BC, kThreads>(tW1 + c * BC * D, w1, D, h0 + c * BC, H);
