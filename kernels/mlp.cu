@@ -46,6 +46,7 @@
 
 #include <type_traits>
 
+#include "cluster.cuh"
 #include "lanes.cuh"
 #include "mlp_grid.h"
 #include "tiles.cuh"
@@ -93,55 +94,6 @@ __device__ __forceinline__ uint32_t gelu2<__half>(uint32_t x, uint32_t k, uint32
 template <int N> __device__ __forceinline__ void wg_wait_n()
 {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ uint32_t cluster_rank()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-/* the cluster's barrier, at the start and the end only (its release and acquire fence all memory) */
-__device__ __forceinline__ void cluster_arrive_relaxed()
-{
-    asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
-/* the address of the same shared-memory location in block `rank` of the cluster */
-__device__ __forceinline__ uint32_t peer_addr(uint32_t local, uint32_t rank)
-{
-    uint32_t r;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(local), "r"(rank));
-    return r;
-}
-/* The exchange between the two blocks goes through mbarriers, not the cluster barrier: 16 bytes
- * into the peer's shared memory that count, when they land, against the peer's barrier `bar`
- * (st.async), a block's arrival that expects so many bytes, a wait for a phase, and a remote
- * arrival that says a buffer was read. */
-__device__ __forceinline__ void st_async4(uint32_t addr, uint32_t bar, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
-{
-    asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.b32 [%0], {%1, %2, %3, %4}, [%5];\n"
-                 ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d), "r"(bar)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_init(uint32_t bar, int count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect(uint32_t bar, uint32_t bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t phase)
-{
-    asm volatile("{\n.reg .pred done;\nwait_%=:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 "@!done bra wait_%=;\n}\n" ::"r"(bar),
-                 "r"(phase)
-                 : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_remote(uint32_t bar_in_cluster)
-{
-    asm volatile("mbarrier.arrive.relaxed.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(bar_in_cluster) : "memory");
 }
 /* The 4 x 4 transpose of 32-bit words over a quad (lanes 4g .. 4g + 3, t = lane & 3): lane t ends
  * with word t of each lane's a, in lane order (two butterfly exchanges, xor 2 then xor 1) */
@@ -303,7 +255,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
      * in `mine`. finish, once the peer's part has landed: y for this block's columns. Ranks as
      * constants: acc is indexed by them, and registers cannot be indexed at run time. Round k's parts
      * complete phase k % 2 of `full`; the peer's arrival on `empty` after reading round k lets round
-     * k + 1's go. */
+     * k + 1's go (mbarriers: the cluster's barrier is waited at the start and the end only). */
     uint32_t res[2][HT];
     float mine[HT][4]; /* this block's columns of a round's sums and b2 */
     /* The peer's part goes as bf16 pairs where T is bf16 (two n-tiles a 16-byte store: half the

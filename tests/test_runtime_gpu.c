@@ -348,8 +348,7 @@ static void gpu__a_replay_s_signal_comes_after_its_last_kernel_ended(void **stat
                 fail_msg("replay %d: element %lld is %g after the wait, expected 7 (the last kernel's)", i, k, h[k]);
     }
     /* the wait was the signal's (not the stream's) unless TK_GRAPH_SIGNAL=0 */
-    const char *env = getenv("TK_GRAPH_SIGNAL");
-    assert_int_equal(tk_cuda_signal_state(ctx, &launched, &seen) == -1, env && !strcmp(env, "0"));
+    assert_int_equal(tk_cuda_signal_state(ctx, &launched, &seen) == -1, !tk_env_on("TK_GRAPH_SIGNAL"));
     tk_cuda_graph_free(ctx, g);
     tk_ctx_free(other);
     tk_tensor_free(y);

@@ -4,15 +4,16 @@
  * (one an SM: 161 KiB of dynamic shared memory, 256 threads) loads one half of a 256 KiB weight
  * buffer (its cluster rank's 128 KiB: tk::_mlp's block at D 128, H 512) and a 32 KiB tile of x, as
  * the kernel's prologue does, and records %globaltimer at its start and once everything landed:
- *   cp.async 16 B     the kernel's way (kernels/tiles.cuh's load_tile), clusters of two
+ *   cp.async 16 B     the kernel's instruction (kernels/tiles.cuh's cp_async16), clusters of two
  *   bulk              cp.async.bulk, 16 KiB a copy from one thread, counted by an mbarrier
  *   bulk multicast    clusters of four, ranks 0 and 2 (1 and 3) holding the same half: each loads
  *                     half of it from L2 into both blocks' shared memory (ctaMask), halving the
  *                     L2 reads
  * Printed per form: the median over 20 launches of the span from the first block's start to the
- * last block's end, and of a block's own time. Built by hand, run on an H100:
+ * last block's end, and of a block's own time. The copies, clusters and mbarriers are the kernels'
+own helpers (kernels/tiles.cuh, kernels/cluster.cuh). Built by hand, run on an H100:
  *
- *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o weight_load \
+ *   nvcc -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Iinclude -Ikernels -o weight_load \
  *       bench/kernels/experiments/weight_load.cu && ./weight_load
  */
 #include <algorithm>
@@ -20,6 +21,10 @@
 #include <cstdio>
 #include <cuda_runtime.h>
 #include <vector>
+
+#include "cluster.cuh"
+#include "tiles.cuh"
+
 #define CK(x)                                                                                                          \
     do {                                                                                                               \
         cudaError_t e = (x);                                                                                           \
@@ -29,25 +34,16 @@
         }                                                                                                              \
     } while (0)
 extern __shared__ __align__(1024) unsigned char sm[];
-__device__ __forceinline__ uint32_t sa(const void *p)
-{
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ uint64_t gt()
 {
     uint64_t t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
-__device__ __forceinline__ uint32_t crank()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
 __device__ __forceinline__ void csync()
 {
-    asm volatile("barrier.cluster.arrive.aligned; barrier.cluster.wait.aligned;" ::: "memory");
+    cluster_arrive_relaxed();
+    cluster_wait();
 }
 constexpr int WB = 128 * 1024, XB = 32 * 1024;
 /* MODE 0: clusters of 2, cp.async; 1: clusters of 2, bulk; 2: clusters of 4,
@@ -57,29 +53,29 @@ template <int MODE>
 __global__ void __launch_bounds__(256) k(const char *w, const char *x, unsigned long long *out, int wbytes)
 {
     uint64_t t0 = gt();
-    const uint32_t r = crank();
+    const uint32_t r = cluster_rank();
     const int tid = threadIdx.x;
     __shared__ __align__(8) uint64_t bar;
-    const uint32_t b = sa(&bar);
+    const uint32_t b = smem(&bar);
     const char *xs = x + (size_t)(blockIdx.x % 256) * XB;
     if (MODE == 0 || MODE == 4) {
         const int wb = MODE == 4 ? wbytes / 2 : wbytes;
         const char *ws = w + (size_t)(r & 1) * wbytes;
         for (int i = tid * 16; i < wb; i += 256 * 16)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa(sm + i)), "l"(ws + i));
+            cp_async16(smem(sm + i), ws + i, true);
         for (int i = tid * 16; i < XB; i += 256 * 16)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa(sm + WB + i)), "l"(xs + i));
-        asm volatile("cp.async.commit_group; cp.async.wait_all;" ::: "memory");
+            cp_async16(smem(sm + WB + i), xs + i, true);
+        cp_commit();
+        cp_wait_all();
         __syncthreads();
     } else {
         if (tid == 0) {
-            asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(b));
+            mbar_init(b, 1);
             asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
         }
         csync();
         if (tid == 0) {
-            asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(b), "r"(wbytes + XB)
-                         : "memory");
+            mbar_expect(b, (uint32_t)(wbytes + XB));
             constexpr int P = 16384;
             if (MODE == 2) {
                 const int h = r & 1, part = r >> 1;
@@ -88,26 +84,24 @@ __global__ void __launch_bounds__(256) k(const char *w, const char *x, unsigned 
                 for (int o = 0; o < wbytes / 2; o += P)
                     asm volatile(
                         "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
-                        "bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(sa(sm + part * (wbytes / 2) + o)),
+                        "bytes.multicast::cluster [%0], [%1], %2, [%3], %4;" ::"r"(smem(sm + part * (wbytes / 2) + o)),
                         "l"(ws + o), "r"(P), "r"(b), "h"(mask)
                         : "memory");
             } else {
                 const char *ws = w + (size_t)(r & 1) * wbytes;
                 for (int o = 0; o < wbytes; o += P)
                     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::"
-                                 "bytes [%0], [%1], %2, [%3];" ::"r"(sa(sm + o)),
+                                 "bytes [%0], [%1], %2, [%3];" ::"r"(smem(sm + o)),
                                  "l"(ws + o), "r"(P), "r"(b)
                                  : "memory");
             }
             for (int o = 0; o < XB; o += P)
                 asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_"
-                             "tx::bytes [%0], [%1], %2, [%3];" ::"r"(sa(sm + WB + o)),
+                             "tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem(sm + WB + o)),
                              "l"(xs + o), "r"(P), "r"(b)
                              : "memory");
         }
-        asm volatile("{\n.reg .pred p;\nW: mbarrier.try_wait.parity.shared::cta.b64 p, "
-                     "[%0], 0;\n@!p bra W;\n}" ::"r"(b)
-                     : "memory");
+        mbar_wait(b, 0);
         __syncthreads();
     }
     uint64_t t1 = gt();
