@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The serving benchmark's report: report.py OUTDIR prints the tables and writes OUTDIR/serving.md
 from what run.sh left there (serving_<m>.json, first_exact_<m>.json, torch_<m>.json,
-open_big*.json, build.tsv, machine.txt). A missing file leaves its cells "n/a"."""
+round_<m>_<r>.json, seed_<m>_<s>.json, open_big*.json, build.tsv, machine.txt). A missing file
+leaves its cells "n/a"."""
 
 import json
 import os
@@ -44,6 +45,58 @@ def torch_run(t, mode, stream):
     return None
 
 
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return None if not n else v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2.0
+
+
+def numbered(out, prefix):
+    """{n: json} of OUTDIR/<prefix><n>.json, n = 1, 2, ... while they exist"""
+    found, n = {}, 1
+    while True:
+        d = load(out, "%s%d.json" % (prefix, n))
+        if d is None:
+            return found
+        found[n] = d
+        n += 1
+
+
+def rounds_section(out, m):
+    """the goals' figures over repeated runs (run.sh's step f): 4 threads' calls/s over one thread's
+    at the fixed batch, round by round, and the first calls' percentiles seed by seed"""
+    md = []
+    ratios, rows = [], []
+    for r, d in sorted(numbered(out, "round_%s_" % m).items()):
+        by = {x["threads"]: x for x in d.get("runs", []) if x.get("stream") == "fixed"}
+        one, four = get(by.get(1), "calls_per_s"), get(by.get(4), "calls_per_s")
+        ratio = four / one if one and four else None
+        if ratio is not None:
+            ratios.append(ratio)
+        rows.append([r, "%.0f" % one if one else "n/a", "%.0f" % four if four else "n/a",
+                     "%.2fx" % ratio if ratio is not None else "n/a",
+                     us(get(by.get(1), "stats", "median_us")), us(get(by.get(4), "stats", "median_us"))])
+    if rows:
+        md += ["Rounds of 1 and 4 threads at the fixed batch (%d; median ratio %s, at least 3.5x in %d):" % (
+                   len(rows), "%.2fx" % median(ratios) if ratios else "n/a", sum(x >= 3.5 for x in ratios)), "",
+               table(["round", "1 thread calls/s", "4 threads calls/s", "ratio", "1 thread median", "4 threads median"],
+                     rows), ""]
+    p99s, rows = [], []
+    for n, d in sorted(numbered(out, "seed_%s_" % m).items()):
+        f = get(d, "first_calls") or {}
+        p99 = get(f, "first", "p99_us")
+        if p99 is not None:
+            p99s.append(p99)
+        rows.append([n, f.get("shapes", "n/a"), us(get(f, "first", "median_us")), us(p99), us(get(f, "first", "max_us")),
+                     us(get(f, "second", "median_us")), us(get(f, "second", "p99_us")), us(get(f, "excess", "median_us"))])
+    if rows:
+        md += ["First calls of new shapes, bound and prefilled over the whole space (on a GPU), seed by seed (%d; median p99 %s, "
+               "at most 30 us in %d):" % (len(rows), us(median(p99s)), sum(x <= 30.0 for x in p99s)), "",
+               table(["seed", "new shapes", "first-call median", "p99", "max", "second-call median", "p99",
+                      "first - second median"], rows), ""]
+    return md
+
+
 def main(argv):
     if len(argv) != 1:
         sys.exit("usage: report.py OUTDIR")
@@ -56,7 +109,10 @@ def main(argv):
         pass
     for m in MODELS:
         s, t, ex = load(out, "serving_%s.json" % m), load(out, "torch_%s.json" % m), load(out, "first_exact_%s.json" % m)
+        extra = rounds_section(out, m)
         if not s and not t:
+            if extra:
+                md += ["## %s" % m, ""] + extra
             continue
         md += ["## %s (%s)" % (m, (s or t or {}).get("symbols", "?")), ""]
         # one thread: tkexport against each PyTorch mode, per stream
@@ -107,6 +163,7 @@ def main(argv):
                    table(["", "very first call", "new shapes", "first-call median", "p99", "max", "second-call median",
                           "p99", "first-call host p99", "second-call host p99", "first - second median", "p99"], rows),
                    ""]
+        md += extra
     o1, o2 = load(out, "open_big.json"), load(out, "open_big_again.json")
     if o1:
         cache = "?"

@@ -15,7 +15,11 @@
 #   e. the large-weights package (weights.py bigprog, about $BIG_GIB GiB) compiled, then
 #      bench_open twice (with DROP_CACHES=1 the page cache dropped first, as root; then warm):
 #      open and first session times, peak memory; the package is deleted afterwards;
-#   f. report.py: OUTDIR/serving.md.
+#   f. rounds (PARTS has "rounds"): the goals' figures as medians over repeated runs, the machine
+#      being noisy: ROUNDS rounds of 1 and 4 threads at the fixed batch on each package (the ratio of
+#      their calls/s), then SEEDS seeds of FIRST first calls on each, bound and prefilled over the
+#      whole space (--bind --max-shapes 32768);
+#   g. report.py: OUTDIR/serving.md.
 #
 # Environment: DEVICE (cuda:0), CALLS (2000 per thread), WARMUP (200), FIRST (1000 new shapes: a p99
 # over 200 is the second or third slowest call, one hiccup of the machine),
@@ -24,8 +28,9 @@
 # large-weights part out), KEEP_BIG=1 (keep big.tkpkg), DROP_CACHES=1, TKPROG_DIR, EXPORT_ONLY=1 (write
 # OUTDIR/mlp.tkprog and OUTDIR/tokmlp.tkprog and stop: what the GPU machine needs in TKPROG_DIR),
 # PREFILL (auto|now|off: bench_serving --prefill), MAX_SHAPES (bench_serving --max-shapes), BIND=1
-# (bench_serving --bind),
-# PARTS (default "serving cli torch big": steps b to e to run; calls with other PARTS into the
+# (bench_serving --bind), ROUNDS (7), SEEDS (10), ROUND_CALLS (5000 a thread) and ROUND_WARMUP (1000):
+# step f's rounds and seeds,
+# PARTS (default "serving cli torch big rounds": steps b to f to run; calls with other PARTS into the
 # same OUTDIR add to it, for machines that limit how long one command runs).
 # Exit status: 0 done, 1 a step failed, 2 usage.
 set -euo pipefail
@@ -54,7 +59,11 @@ python=${PYTHON:-python3}
 torch_calls=${TORCH_CALLS:-$calls}
 torch_modes=${TORCH_MODES:-eager,compile,reduce-overhead}
 big_gib=${BIG_GIB:-8}
-parts=" ${PARTS:-serving cli torch big} "
+parts=" ${PARTS:-serving cli torch big rounds} "
+rounds=${ROUNDS:-7}
+seeds=${SEEDS:-10}
+round_calls=${ROUND_CALLS:-5000}
+round_warmup=${ROUND_WARMUP:-1000}
 
 say() { echo "run.sh: $*" >&2; }
 now() { date +%s.%N; }
@@ -65,6 +74,9 @@ for f in "$tk" "$serving" "$opener"; do
 done
 command -v "$python" >/dev/null || { echo "run.sh: $python not found (set PYTHON)" >&2; exit 2; }
 case $big_gib in '' | *[!0-9.]*) echo "run.sh: BIG_GIB must be a number of GiB, not '$big_gib'" >&2; exit 2 ;; esac
+for v in "ROUNDS=$rounds" "SEEDS=$seeds" "ROUND_CALLS=$round_calls" "ROUND_WARMUP=$round_warmup"; do
+    case ${v#*=} in '' | *[!0-9]*) echo "run.sh: ${v%%=*} must be a whole number, not '${v#*=}'" >&2; exit 2 ;; esac
+done
 
 # a. the programs: carried, or exported here
 for m in mlp tokmlp; do
@@ -169,6 +181,27 @@ if [[ $parts == *" big "* ]] && awk -v g="$big_gib" 'BEGIN { exit !(g > 0) }'; t
     [ "${KEEP_BIG:-0}" = 1 ] || rm -f "$out/big.tkpkg"
 fi
 
-# f. the report
+# f. rounds: 1 and 4 threads at the fixed batch, ROUNDS times, the packages in turn; then SEEDS seeds
+#    of first calls on each, bound and prefilled over the whole space (what a service set up as
+#    docs/runtime.md says gets)
+if [[ $parts == *" rounds "* ]]; then
+    say "rounds: $rounds of 1 and 4 threads, $seeds seeds of $first first calls"
+    bind=--bind
+    [ "$device" != cpu ] || bind= # a CPU session has no graphs to bind buffers to (the dry run's)
+    for r in $(seq 1 "$rounds"); do
+        for m in mlp tokmlp; do
+            "$serving" "$out/$m.tkpkg" --device "$device" --streams fixed --threads 1,4 --calls "$round_calls" --warmup "$round_warmup" \
+                --first 0 $bind --label "round $r" --json "$out/round_${m}_$r.json" >"$out/round_${m}_$r.txt" || status=1
+        done
+    done
+    for s in $(seq 1 "$seeds"); do
+        for m in mlp tokmlp; do
+            "$serving" "$out/$m.tkpkg" --device "$device" --streams none --first "$first" $bind --max-shapes 32768 \
+                --seed "$s" --label "seed $s" --json "$out/seed_${m}_$s.json" >"$out/seed_${m}_$s.txt" || status=1
+        done
+    done
+fi
+
+# g. the report
 "$python" "$here/report.py" "$out" || status=1
 exit $status
