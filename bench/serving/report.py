@@ -81,19 +81,25 @@ def rounds_section(out, m):
                    len(rows), "%.2fx" % median(ratios) if ratios else "n/a", sum(x >= 3.5 for x in ratios)), "",
                table(["round", "1 thread calls/s", "4 threads calls/s", "ratio", "1 thread median", "4 threads median"],
                      rows), ""]
-    p99s, rows = [], []
+    p99s, means, rows = [], [], []
     for n, d in sorted(numbered(out, "seed_%s_" % m).items()):
         f = get(d, "first_calls") or {}
-        p99 = get(f, "first", "p99_us")
+        u = next((x for x in d.get("runs", []) if x.get("stream") == "uniform" and x.get("threads") == 1), None)
+        p99, mean = get(f, "first", "p99_us"), get(u, "stats", "mean_us")
         if p99 is not None:
             p99s.append(p99)
+        if mean is not None:
+            means.append(mean)
         rows.append([n, f.get("shapes", "n/a"), us(get(f, "first", "median_us")), us(p99), us(get(f, "first", "max_us")),
-                     us(get(f, "second", "median_us")), us(get(f, "second", "p99_us")), us(get(f, "excess", "median_us"))])
+                     us(get(f, "second", "median_us")), us(get(f, "second", "p99_us")), us(get(f, "excess", "median_us")),
+                     us(mean), us(get(u, "stats", "p99_us"))])
     if rows:
-        md += ["First calls of new shapes, bound and prefilled over the whole space (on a GPU), seed by seed (%d; median p99 %s, "
-               "at most 30 us in %d):" % (len(rows), us(median(p99s)), sum(x <= 30.0 for x in p99s)), "",
+        md += ["Seed by seed, bound and prefilled over the whole space (on a GPU): first calls of new shapes, and the "
+               "uniform stream on one thread (%d seeds; first calls: median p99 %s, at most 30 us in %d; uniform: median "
+               "mean %s, at most 20 us in %d):" % (len(rows), us(median(p99s)), sum(x <= 30.0 for x in p99s),
+                                                   us(median(means)), sum(x <= 20.0 for x in means)), "",
                table(["seed", "new shapes", "first-call median", "p99", "max", "second-call median", "p99",
-                      "first - second median"], rows), ""]
+                      "first - second median", "uniform mean", "p99"], rows), ""]
     return md
 
 

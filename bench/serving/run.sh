@@ -17,8 +17,8 @@
 #      open and first session times, peak memory; the package is deleted afterwards;
 #   f. rounds (PARTS has "rounds"): the goals' figures as medians over repeated runs, the machine
 #      being noisy: ROUNDS rounds of 1 and 4 threads at the fixed batch on each package (the ratio of
-#      their calls/s), then SEEDS seeds of FIRST first calls on each, bound and prefilled over the
-#      whole space (--bind --max-shapes 32768);
+#      their calls/s), then SEEDS seeds of FIRST first calls and of the uniform stream on one thread
+#      ($CALLS calls) on each, bound and prefilled over the whole space (--bind --max-shapes 32768);
 #   g. report.py: OUTDIR/serving.md.
 #
 # Environment: DEVICE (cuda:0), CALLS (2000 per thread), WARMUP (200), FIRST (1000 new shapes: a p99
@@ -182,10 +182,10 @@ if [[ $parts == *" big "* ]] && awk -v g="$big_gib" 'BEGIN { exit !(g > 0) }'; t
 fi
 
 # f. rounds: 1 and 4 threads at the fixed batch, ROUNDS times, the packages in turn; then SEEDS seeds
-#    of first calls on each, bound and prefilled over the whole space (what a service set up as
-#    docs/runtime.md says gets)
+#    of first calls and of the uniform stream on each, bound and prefilled over the whole space (what
+#    a service set up as docs/runtime.md says gets)
 if [[ $parts == *" rounds "* ]]; then
-    say "rounds: $rounds of 1 and 4 threads, $seeds seeds of $first first calls"
+    say "rounds: $rounds of 1 and 4 threads, $seeds seeds of $first first calls and the uniform stream"
     bind=--bind
     [ "$device" != cpu ] || bind= # a CPU session has no graphs to bind buffers to (the dry run's)
     for r in $(seq 1 "$rounds"); do
@@ -196,8 +196,9 @@ if [[ $parts == *" rounds "* ]]; then
     done
     for s in $(seq 1 "$seeds"); do
         for m in mlp tokmlp; do
-            "$serving" "$out/$m.tkpkg" --device "$device" --streams none --first "$first" $bind --max-shapes 32768 \
-                --seed "$s" --label "seed $s" --json "$out/seed_${m}_$s.json" >"$out/seed_${m}_$s.txt" || status=1
+            "$serving" "$out/$m.tkpkg" --device "$device" --streams uniform --threads 1 --calls "$calls" \
+                --warmup "$warmup" --first "$first" $bind --max-shapes 32768 --seed "$s" --label "seed $s" \
+                --json "$out/seed_${m}_$s.json" >"$out/seed_${m}_$s.txt" || status=1
         done
     done
 fi
