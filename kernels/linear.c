@@ -619,7 +619,7 @@ static int linear_cublaslt(tk_ctx *ctx, tk_tensor *const *in, tk_tensor *const *
  * tk::linear (not its fused forms: cuBLASLt's epilogues are faster there) of up to
  * LINEAR_SMALL_ROWS rows of f16 or bf16 with K and N multiples of 64, contiguous 16-byte aligned
  * tensors, on sm_80 and later: linear_small.cu's kernel, whose launch costs the host what any
- * launch does, where a call of cublasLtMatmul spends 6 to 10 us there (bench/serving/README.md,
+ * launch does, where a call of cublasLtMatmul spends 6 to 10 us there (bench/serving/JOURNAL.md,
  * run96, run97). $TK_LINEAR_SMALL_ROWS sets another bound (0: never). */
 #define LINEAR_SMALL_ROWS 1024
 

@@ -2,7 +2,7 @@
  *   y = x w^T + b       x [M, K], w [N, K], b [N] (optional), y [M, N], f16 or bf16
  * K and N multiples of 64, contiguous rows, 16-byte aligned tensors.
  *
- * Why: a call of cublasLtMatmul spends 6 to 10 us on the host (bench/serving/README.md, run96: 9.8
+ * Why: a call of cublasLtMatmul spends 6 to 10 us on the host (bench/serving/JOURNAL.md, run96: 9.8
  * us median per eager call, a whole eager MLP of three nodes 35 us), where a launch of this kernel
  * spends what any launch does; sessions replay graphs, which do not pay it, but the first call of
  * a size never seen runs eagerly and does (the MLP's first calls: 43 to 46 us median on cuBLASLt, 24

@@ -14,12 +14,12 @@
  *   acc += gelu(s + b1) w2_c^T.
  * The chunks are software-pipelined: the next chunk's first product is issued before this chunk's
  * GELU (an issue of wgmma waits until the tensor cores take it, so a warpgroup's GELU runs under the
- * last 130-200 cycles of its own products only: bench/serving/README.md, 2026-11-27, thirteenth
+ * last 130-200 cycles of its own products only: bench/serving/JOURNAL.md, 2026-11-27, thirteenth
  * session, with the kernel forms measured against this one), and the second product goes a k-step
  * (16 hidden units) at a time, each issued once its units' GELU is done, so that it runs under the
  * next units' GELU (ptxas still moves part of the GELU ahead: in the SASS 11, 17, 3 and 0 of a
  * chunk's 32 tanh come before its four k-steps; D 64, H 1408 6-7% faster, tokmlp's widths even:
- * bench/serving/README.md, fourteenth session). Each block then owns half of the
+ * bench/serving/JOURNAL.md, fourteenth session). Each block then owns half of the
  * tile's output columns: it sends the other half of its partial sums (bf16 pairs where T is bf16,
  * floats for f16) into its peer's shared memory (distributed shared memory, counted by the peer's
  * mbarrier) and keeps its own; once the peer's part has landed, it adds it, b2 and the residual to
@@ -32,7 +32,7 @@
  * there are clusters (every launch of 4,224 rows or fewer on 132 SMs), the spread form gives that
  * round's tiles one a cluster, on one warpgroup a block, which then has the tensor cores to itself:
  * 256 rows on four clusters took 11.3-12.2 us a call against 13.2-13.5 on two clusters of two
- * warpgroups, 9,216 rows 17.1-17.8 against 19.1-19.6 (H200, bench/serving/README.md, run127).
+ * warpgroups, 9,216 rows 17.1-17.8 against 19.1-19.6 (H200, bench/serving/JOURNAL.md, run127).
  * With whole rounds the other form's code is faster (3% in ncu's cycles at 32,768 rows).
  *
  * Why: where cuBLASLt runs the two linears (GELU and the residual as epilogues) the hidden layer
@@ -172,7 +172,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     /* groups: the block's weights and b1 with the warpgroup's first tile of x, then each next tile
      * of x (b1 by cp.async too: a load through registers would hold the first round up). The first
      * group is waited for whole before the first product: stages on mbarriers, waited for in the
-     * order the chain reads them, were 0.3 to 1.4 us slower a launch (H100, bench/serving/README.md,
+     * order the chain reads them, were 0.3 to 1.4 us slower a launch (H100, bench/serving/JOURNAL.md,
      * sixteenth session). */
     const int h0 = (int)rank * NC * BC;
     for (int c = 0; c < NC; c++) {
@@ -260,7 +260,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
     float mine[HT][4]; /* this block's columns of a round's sums and b2 */
     /* The peer's part goes as bf16 pairs where T is bf16 (two n-tiles a 16-byte store: half the
      * bytes between the SMs, 0.25-0.47 us off a launch at every size on the H100, 2026-11-27,
-     * bench/serving/README.md; rounded as PyTorch rounds linear2's output before the residual),
+     * bench/serving/JOURNAL.md; rounded as PyTorch rounds linear2's output before the residual),
      * as floats for f16 (whose range a partial sum might leave where the whole does not). */
     constexpr bool kPairs = std::is_same<T, __nv_bfloat16>::value;
     constexpr uint32_t kXchBytes = (kPairs ? HT / 2 : HT) * 128 * 16;
@@ -350,7 +350,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
 #pragma unroll
             for (int q = 0; q < HT / 4; q++) {
                 /* a residual that is x itself from the round's rows, still in shared memory (0.1-0.4 us
-                 * off launches of 8,192 rows and more on the H100; bench/serving/README.md) */
+                 * off launches of 8,192 rows and more on the H100; bench/serving/JOURNAL.md) */
                 const int col = (int)rank * HT + 4 * q + t; /* this 16 bytes' chunk of the row */
                 const uint4 v = r == x       ? *reinterpret_cast<const uint4 *>(xt + swz<D, BR>(r0 + g + hr * 8, col))
                                 : r && m < M ? __ldg(reinterpret_cast<const uint4 *>(r + (long long)m * D + col * 8))
@@ -366,7 +366,7 @@ __device__ __forceinline__ void mlp_fused(const T *__restrict__ r, const T *__re
      * products then fill the tensor cores' gap there), and ends its round (the exchange and y) while
      * the other's products run. When both ran their chains at once, the ends of their rounds
      * coincided and left the tensor cores idle: 64 x 512 tokens took 22.9 us in the kernel against
-     * 20.5 now (H100, 2026-11-27, bench/serving/README.md). Barrier 3 + w is warpgroup w's turn (both
+     * 20.5 now (H100, 2026-11-27, bench/serving/JOURNAL.md). Barrier 3 + w is warpgroup w's turn (both
      * warpgroups' threads count: one waits, the other arrives). A warpgroup gives the turn only to a
      * round the other has (the spread form's warpgroup 1 may have one round fewer). */
     auto turn_wait = [&](int k) {

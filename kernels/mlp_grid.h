@@ -16,7 +16,7 @@
 /* Fewer rows than this run as the two linears (mlp_ops.c: min_rows). None: since a launch of few
  * tiles runs them on one warpgroup a block (the spread form, mlp.cu), the kernel is faster than the
  * cuBLASLt pair at every row count from 1 (H200, 2026-11-26, run125: 11.0-12.2 us a call against 11.9-14.7
- * from 1 to 1152 rows; bench/serving/README.md). The environment's TK_MLP_MIN_ROWS moves it. */
+ * from 1 to 1152 rows; bench/serving/JOURNAL.md). The environment's TK_MLP_MIN_ROWS moves it. */
 #define TK_MLP_MIN_ROWS 0
 
 /* What an SM of sm_90 gives a block at most (227 KiB): the widths the kernel takes must fit. */

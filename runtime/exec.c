@@ -778,7 +778,7 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
  * $TK_CAPTURE_PACE_US sets another, 0 none). A capture holds the driver's locks for hundreds of
  * microseconds at a time (the instantiation and upload of its graph), and a request that needs the
  * driver meanwhile waits: unpaced, the mlp's first calls of new sizes had a p99 of 416 to 469 us
- * while the capture thread worked beside them, paced 80 to 93 (bench/serving/README.md, run95). A
+ * while the capture thread worked beside them, paced 80 to 93 (bench/serving/JOURNAL.md, run95). A
  * capture with no request since the thread's last capture or pause is not followed by a pause: an
  * idle session (the warm-up, a prefill waited for) captures at full speed. */
 #define CAPTURE_PACE_US 5000

@@ -1,7 +1,7 @@
 /* lt_candidates: cuBLASLt's own candidates for tk::linear's products, each timed. Not tkexport
  * code: an experiment on cuBLASLt itself, to see how far its heuristic's first pick (what
  * kernels/linear.c takes) is from the fastest of its candidates (32 asked for; it gave 6 to 8 on
- * an H200; bench/serving/README.md, 2026-11-26). The same layouts as kernels/linear.c (W [N, K] as
+ * an H200; bench/serving/JOURNAL.md, 2026-11-26). The same layouts as kernels/linear.c (W [N, K] as
  * op T, x [M, K], y [M, N], f32 compute), epilogue BIAS or GELU_BIAS, the residual as C with beta 1
  * where asked; each candidate timed as a CUDA graph of 20 back-to-back calls, the median of 7
  * replays. Built by hand, run on a GPU machine:

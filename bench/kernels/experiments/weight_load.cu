@@ -1,6 +1,6 @@
 /* weight_load: how long a launch of tk::_mlp's shape spends loading its weights before the first
  * product, and whether TMA multicast over larger clusters would shorten it. Not tkexport code: an
- * experiment on the H100 itself (bench/serving/README.md, 2026-11-27, fifteenth session). Each block
+ * experiment on the H100 itself (bench/serving/JOURNAL.md, 2026-11-27, fifteenth session). Each block
  * (one an SM: 161 KiB of dynamic shared memory, 256 threads) loads one half of a 256 KiB weight
  * buffer (its cluster rank's 128 KiB: tk::_mlp's block at D 128, H 512) and a 32 KiB tile of x, as
  * the kernel's prologue does, and records %globaltimer at its start and once everything landed:
