@@ -13,8 +13,10 @@
  * --warmup calls, wait for each other, then time --calls calls each: a call is tk_session_run +
  * tk_ctx_sync. Reported per (stream, T): median, p90, p99, mean and max microseconds per call
  * over all threads' calls, calls/s (all threads' calls over the wall time from the start line to
- * the last thread's end), how many calls had a shape new to their session, and the host's part of
- * a call (until tk_session_run returned, the wait for the GPU apart): its mean.
+ * the last thread's end), how many calls had a shape new to their session, the host's part of
+ * a call (until tk_session_run returned, the wait for the GPU apart): its mean, and "all busy/s":
+ * the calls/s while every thread was running (busy_rate), which a thread that falls behind does not
+ * stretch as it stretches the wall time.
  *
  * Before the streams, first calls: a fresh session runs the fixed shape once (its first call),
  * then --first distinct shapes never run before (uniform draws), each once, timed; then each of
@@ -58,6 +60,7 @@ typedef struct run_result {
     int threads;
     call_stats st, host; /* host: until tk_session_run returned */
     double wall_s, calls_per_s;
+    double busy_calls_per_s; /* the calls that began and ended while every thread was running, over that time */
     size_t new_calls;
     double new_median, repeat_median;
 } run_result;
@@ -134,6 +137,7 @@ typedef struct worker {
     int index, warmup, calls;
     pthread_barrier_t *ready, *done;
     double *t, *h;        /* calls times, us; their host part (until tk_session_run returned) */
+    double *end;          /* when each timed call ended (now_us) */
     unsigned char *is_new;
     int rc;
     char err[512];
@@ -189,6 +193,7 @@ static void *work(void *arg)
             w->t[i - w->warmup] = dt;
             w->h[i - w->warmup] = dh;
             w->is_new[i - w->warmup] = first > 0;
+            w->end[i - w->warmup] = t0 + dt;
         }
     }
     pthread_barrier_wait(w->done);
@@ -197,6 +202,29 @@ static void *work(void *arg)
         shape_stream_release(&st);
     tk_session_free(s);
     return NULL;
+}
+
+/* Calls/s while every thread was running: from the last thread's first call to the first thread's
+ * last end, the calls that began and ended in that window over its length. The wall time to the
+ * last thread's end (calls_per_s) also counts the stretch where threads that finished early wait
+ * for one that fell behind; a server's threads never finish, and this is the rate they keep. */
+static double busy_rate(const double *t, const double *end, int nthreads, int calls)
+{
+    double from = 0, to = 0;
+    for (int i = 0; i < nthreads; i++) {
+        const double *e = end + (size_t)i * (size_t)calls, *d = t + (size_t)i * (size_t)calls;
+        double begin = e[0] - d[0], last = e[calls - 1];
+        if (i == 0 || begin > from)
+            from = begin;
+        if (i == 0 || last < to)
+            to = last;
+    }
+    if (to <= from)
+        return 0;
+    size_t k = 0;
+    for (size_t c = 0; c < (size_t)nthreads * (size_t)calls; c++)
+        k += end[c] - t[c] >= from && end[c] <= to;
+    return (double)k / ((to - from) * 1e-6);
 }
 
 /* Median of the calls whose flag is `which`. */
@@ -224,12 +252,13 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
     pthread_t th[MAX_THREADS];
     pthread_barrier_t ready, done;
     size_t n = (size_t)nthreads * (size_t)o->calls;
-    double *t = malloc((n + 1) * sizeof *t), *h = malloc((n + 1) * sizeof *h);
+    double *t = malloc((n + 1) * sizeof *t), *h = malloc((n + 1) * sizeof *h), *end = malloc((n + 1) * sizeof *end);
     unsigned char *is_new = malloc(n + 1);
     int rc = 0, started = 0;
-    if (!t || !h || !is_new) {
+    if (!t || !h || !end || !is_new) {
         free(t);
         free(h);
+        free(end);
         free(is_new);
         fprintf(stderr, "bench_serving: out of memory\n");
         return 1;
@@ -242,6 +271,7 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
                         .list = list, .seed = o->seed, .index = i, .warmup = o->warmup, .calls = o->calls,
                         .ready = &ready, .done = &done,
                         .t = t + (size_t)i * (size_t)o->calls, .h = h + (size_t)i * (size_t)o->calls,
+                        .end = end + (size_t)i * (size_t)o->calls,
                         .is_new = is_new + (size_t)i * (size_t)o->calls};
         if (pthread_create(&th[i], NULL, work, &w[i])) {
             fprintf(stderr, "bench_serving: cannot start thread %d\n", i);
@@ -273,9 +303,11 @@ static int run_one(const options *o, tk_package *pkg, tk_device dev, shape_strea
         call_stats_compute(h, n, &r->host);
         r->wall_s = wall * 1e-6;
         r->calls_per_s = wall > 0 ? (double)n / (wall * 1e-6) : 0;
+        r->busy_calls_per_s = busy_rate(t, end, nthreads, o->calls);
     }
     free(t);
     free(h);
+    free(end);
     free(is_new);
     return rc;
 }
@@ -491,10 +523,11 @@ static int write_json(const options *o, const tk_package *pkg, const char *devna
     fprintf(f, "},\n \"runs\": [");
     for (int i = 0; i < nruns; i++) {
         const run_result *r = &runs[i];
-        fprintf(f, "%s\n  {\"stream\": \"%s\", \"threads\": %d, \"calls_per_s\": %.1f, \"wall_s\": %.6f, "
-                   "\"new_shape_calls\": %zu, \"new_median_us\": %.3f, \"repeat_median_us\": %.3f, \"stats\": ",
-                i ? "," : "", r->stream, r->threads, r->calls_per_s, r->wall_s, r->new_calls, r->new_median,
-                r->repeat_median);
+        fprintf(f, "%s\n  {\"stream\": \"%s\", \"threads\": %d, \"calls_per_s\": %.1f, \"busy_calls_per_s\": %.1f, "
+                   "\"wall_s\": %.6f, \"new_shape_calls\": %zu, \"new_median_us\": %.3f, \"repeat_median_us\": %.3f, "
+                   "\"stats\": ",
+                i ? "," : "", r->stream, r->threads, r->calls_per_s, r->busy_calls_per_s, r->wall_s, r->new_calls,
+                r->new_median, r->repeat_median);
         json_stats(f, &r->st);
         fprintf(f, ", \"host\": ");
         json_stats(f, &r->host);
@@ -512,12 +545,12 @@ static int write_csv(const options *o, const run_result *runs, int nruns)
         return 1;
     }
     fprintf(f, "label,stream,threads,calls,median_us,p90_us,p99_us,mean_us,max_us,calls_per_s,new_shape_calls,"
-               "host_mean_us,host_p99_us\n");
+               "host_mean_us,host_p99_us,busy_calls_per_s\n");
     for (int i = 0; i < nruns; i++) {
         const run_result *r = &runs[i];
-        fprintf(f, "%s,%s,%d,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%zu,%.3f,%.3f\n", o->label, r->stream, r->threads,
-                r->st.n, r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls,
-                r->host.mean, r->host.p99);
+        fprintf(f, "%s,%s,%d,%zu,%.3f,%.3f,%.3f,%.3f,%.3f,%.1f,%zu,%.3f,%.3f,%.1f\n", o->label, r->stream,
+                r->threads, r->st.n, r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s,
+                r->new_calls, r->host.mean, r->host.p99, r->busy_calls_per_s);
     }
     return fclose(f) ? 1 : 0;
 }
@@ -711,8 +744,8 @@ int main(int argc, char **argv)
                fr.excess_host.p90, fr.excess_host.p99, fr.excess_host.mean, fr.excess_host.max);
     }
     if (nkinds)
-        printf("  %-8s %7s %10s %10s %10s %10s %10s %11s %11s %10s\n", "stream", "threads", "median us", "p90 us",
-               "p99 us", "mean us", "max us", "calls/s", "new shapes", "host mean");
+        printf("  %-8s %7s %10s %10s %10s %10s %10s %11s %11s %10s %11s\n", "stream", "threads", "median us", "p90 us",
+               "p99 us", "mean us", "max us", "calls/s", "new shapes", "host mean", "all busy/s");
     for (int k = 0; k < nkinds && !rc; k++) {
         for (int j = 0; j < nt && !rc; j++) {
             run_result *r = &runs[nruns];
@@ -723,9 +756,9 @@ int main(int argc, char **argv)
             if (rc)
                 break;
             nruns++;
-            printf("  %-8s %7d %10.1f %10.1f %10.1f %10.1f %10.1f %11.0f %11zu %10.1f\n", r->stream, r->threads,
-                   r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls,
-                   r->host.mean);
+            printf("  %-8s %7d %10.1f %10.1f %10.1f %10.1f %10.1f %11.0f %11zu %10.1f %11.0f\n", r->stream,
+                   r->threads, r->st.median, r->st.p90, r->st.p99, r->st.mean, r->st.max, r->calls_per_s, r->new_calls,
+                   r->host.mean, r->busy_calls_per_s);
             fflush(stdout);
         }
     }
