@@ -730,16 +730,12 @@ int cmd_run(int argc, char **argv)
             }
             break;
         case 'u': popts.allow_unsigned = 1; break;
-        case 's': {
-            char *end;
-            errno = 0;
-            seed = strtoull(optarg, &end, 0);
-            if (!*optarg || *end || errno || *optarg == '-') {
+        case 's':
+            if (shape_stream_parse_seed(&seed, optarg)) {
                 fprintf(stderr, "tkexport run: --seed '%s' is not a whole number from 0 to 2^64-1\n", optarg);
                 goto done;
             }
             break;
-        }
         case 'S':
             if (shape_stream_parse(&shapes, &shapes_file, optarg)) {
                 fprintf(stderr, "tkexport run: --shapes '%s': expected fixed, cycle, uniform or file:PATH\n", optarg);

@@ -614,7 +614,10 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--seed")) {
             if (!v)
                 return usage(stderr, 2);
-            o.seed = strtoull(v, NULL, 0);
+            if (shape_stream_parse_seed(&o.seed, v)) {
+                fprintf(stderr, "bench_serving: --seed '%s' is not a whole number from 0 to 2^64-1\n", v);
+                return 2;
+            }
             i++;
             continue;
         } else if (a[0] != '-' && !o.pkg_path) {
