@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "numarg.h"
 #include "fsutil.h"
 #include "npy.h"
 #include "options.h"
@@ -731,7 +732,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 'u': popts.allow_unsigned = 1; break;
         case 's':
-            if (shape_stream_parse_seed(&seed, optarg)) {
+            if (tk_parse_u64(optarg, &seed)) {
                 fprintf(stderr, "tkexport run: --seed '%s' is not a whole number from 0 to 2^64-1\n", optarg);
                 goto done;
             }

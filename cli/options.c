@@ -5,6 +5,7 @@
 #include <tk/error.h>
 
 #include "cli.h"
+#include "numarg.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -34,9 +35,8 @@ void tk_cli_print_options(FILE *f, const tk_cli_option *opts, size_t n, const ch
 
 int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int max, int *out)
 {
-    char *end;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < 0 || v > max) {
+    long long v;
+    if (tk_parse_whole(text, 0, max, &v)) {
         fprintf(stderr, "tkexport %s: %s '%s' is not a whole number from 0 to %d\n", cmd, what, text, max);
         return -1;
     }

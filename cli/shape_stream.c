@@ -28,17 +28,6 @@ int shape_stream_parse(shape_stream_kind *kind, const char **path, const char *t
     return 0;
 }
 
-int shape_stream_parse_seed(uint64_t *seed, const char *text)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 0);
-    if (!*text || *end || errno || strchr(text, '-') || strchr(text, '+') || isspace((unsigned char)*text))
-        return -1;
-    *seed = (uint64_t)v;
-    return 0;
-}
-
 const char *shape_stream_kind_name(shape_stream_kind kind)
 {
     switch (kind) {

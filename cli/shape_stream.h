@@ -25,9 +25,6 @@ typedef enum shape_stream_kind {
  * for anything else. */
 int shape_stream_parse(shape_stream_kind *kind, const char **path, const char *text);
 const char *shape_stream_kind_name(shape_stream_kind kind);
-/* A stream's seed: a whole number from 0 to 2^64-1 (decimal, 0x hex or 0 octal) into *seed: 0, or
- * -1 for anything else (a sign, trailing characters, out of range). */
-int shape_stream_parse_seed(uint64_t *seed, const char *text);
 
 typedef struct shape_stream {
     shape_stream_kind kind;

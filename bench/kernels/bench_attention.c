@@ -16,6 +16,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
+#include "numarg.h" /* cli/: the one reader of numeric options */
 
 #include "rt_internal.h"
 #include "bench_gpu.h" /* after rt_internal.h: its resolved-op call too */
@@ -33,9 +34,9 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!v || !((!strcmp(a, "--dtype") && !tk_dtype_parse(&dt, v) && (dt == TK_F16 || dt == TK_BF16)) ||
-                    (!strcmp(a, "--runs") && (runs = atoi(v)) >= 1 && runs <= 256) ||
-                    (!strcmp(a, "--reps") && (reps = atoi(v)) >= 1) ||
-                    (!strcmp(a, "--batch-heads") && (bh = atoi(v)) >= 1))) {
+                    (!strcmp(a, "--runs") && !tk_parse_int(v, 1, 256, &runs)) ||
+                    (!strcmp(a, "--reps") && !tk_parse_int(v, 1, 1000000, &reps)) ||
+                    (!strcmp(a, "--batch-heads") && !tk_parse_int(v, 1, 1 << 20, &bh)))) {
             fprintf(stderr, "bench_attention: bad option '%s'\n", a);
             return 2;
         }

@@ -19,6 +19,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
+#include "numarg.h" /* cli/: the one reader of numeric options */
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 
@@ -118,14 +119,18 @@ int main(int argc, char **argv)
             return usage(stdout, 0);
         if (i + 1 >= argc)
             return usage(stderr, 2);
-        if (!strcmp(argv[i], "--log2n"))
-            log2n = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--log2n")) {
+            if (tk_parse_int(argv[++i], 10, 33, &log2n))
+                return usage(stderr, 2);
+        } else if (!strcmp(argv[i], "--runs")) {
+            if (tk_parse_int(argv[++i], 1, 1000000, &B.runs))
+                return usage(stderr, 2);
+        } else if (!strcmp(argv[i], "--reps")) {
+            if (tk_parse_int(argv[++i], 1, 1000000, &B.reps))
+                return usage(stderr, 2);
+        }
         else if (!strcmp(argv[i], "--dtype"))
             dtype_name = argv[++i];
-        else if (!strcmp(argv[i], "--runs"))
-            B.runs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps"))
-            B.reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--device"))
             device = argv[++i];
         else

@@ -14,6 +14,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
+#include "numarg.h" /* cli/: the one reader of numeric options */
 
 #include "rt_internal.h"
 #include "bench_gpu.h" /* after rt_internal.h: its resolved-op call too */
@@ -31,8 +32,8 @@ int main(int argc, char **argv)
             return 0;
         }
         if (!v || !((!strcmp(a, "--dtype") && !tk_dtype_parse(&dt, v) && (dt == TK_F16 || dt == TK_BF16)) ||
-                    (!strcmp(a, "--runs") && (runs = atoi(v)) >= 1 && runs <= 256) ||
-                    (!strcmp(a, "--reps") && (reps = atoi(v)) >= 1))) {
+                    (!strcmp(a, "--runs") && !tk_parse_int(v, 1, 256, &runs)) ||
+                    (!strcmp(a, "--reps") && !tk_parse_int(v, 1, 1000000, &reps)))) {
             fprintf(stderr, "bench_matmul: bad option '%s'\n", a);
             return 2;
         }

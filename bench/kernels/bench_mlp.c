@@ -28,6 +28,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
+#include "numarg.h" /* cli/: the one reader of numeric options */
 
 #include "rt_internal.h"
 #include "bench_gpu.h" /* after rt_internal.h: its resolved-op call too */
@@ -50,10 +51,8 @@ static int usage(FILE *to, int status)
 /* An integer in [lo, hi] from all of text. */
 static int parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (errno || end == text || *end || v < lo || v > hi)
+    long long v;
+    if (tk_parse_whole(text, lo, hi, &v))
         return -1;
     *out = v;
     return 0;

@@ -19,6 +19,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
+#include "numarg.h" /* cli/: the one reader of numeric options */
 
 /* what the shapes stand for: GPT-2 small (768) at batch 1 seq 128 and batch 8 seq 1024, the
  * attention scores of the latter (8 x 12 heads x 1024 x 1024), a Llama-7B hidden (4096) */
@@ -69,9 +70,9 @@ int main(int argc, char **argv)
             return usage(stderr, 2);
         if (!strcmp(a, "--dtype") && tk_dtype_parse(&dt, v) == 0 && (dt == TK_F32 || dt == TK_F16 || dt == TK_BF16))
             ;
-        else if (!strcmp(a, "--runs") && (runs = atoi(v)) >= 1 && runs <= 256)
+        else if (!strcmp(a, "--runs") && !tk_parse_int(v, 1, 256, &runs))
             ;
-        else if (!strcmp(a, "--reps") && (reps = atoi(v)) >= 1)
+        else if (!strcmp(a, "--reps") && !tk_parse_int(v, 1, 1000000, &reps))
             ;
         else if (!strcmp(a, "--device") && tk_device_parse(&dev, v) == 0 && dev.kind == TK_DEVICE_CUDA)
             ;

@@ -42,6 +42,7 @@
 #include <tk/runtime.h>
 
 #include "call_stats.h"
+#include "numarg.h"
 #include "shape_stream.h"
 
 #define MAX_THREADS 64
@@ -559,10 +560,8 @@ static int write_csv(const options *o, const run_result *runs, int nruns)
 
 static int parse_int(const char *text, const char *what, int lo, int hi, int *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || errno || v < lo || v > hi) {
+    long long v;
+    if (tk_parse_whole(text, lo, hi, &v)) {
         fprintf(stderr, "bench_serving: %s '%s' is not a whole number in [%d, %d]\n", what, text, lo, hi);
         return -1;
     }
@@ -614,7 +613,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--seed")) {
             if (!v)
                 return usage(stderr, 2);
-            if (shape_stream_parse_seed(&o.seed, v)) {
+            if (tk_parse_u64(v, &o.seed)) {
                 fprintf(stderr, "bench_serving: --seed '%s' is not a whole number from 0 to 2^64-1\n", v);
                 return 2;
             }

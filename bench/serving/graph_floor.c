@@ -50,6 +50,7 @@
 #include <time.h>
 
 #include "call_stats.h"
+#include "numarg.h"
 
 static const char ptx[] = ".version 8.0\n.target sm_90\n.address_size 64\n"
                           ".visible .entry tk_floor_empty(.param .u64 p)\n{\n\tret;\n}\n"
@@ -471,23 +472,41 @@ static int choice(const char *opt, const char *value, const char *const *names, 
     return -1;
 }
 
+/* a numeric option's value (cli/numarg.h: all of it a whole number); its range is checked below */
+static int whole(const char *opt, const char *text, int *out)
+{
+    if (tk_parse_int(text, INT32_MIN, INT32_MAX, out)) {
+        fprintf(stderr, "graph_floor: %s '%s' is not a whole number\n", opt, text);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *threads = "1,2,4,8,16", *json = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc)
             threads = argv[++i];
-        else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
-            g_calls = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
-            g_warmup = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
-            g_kernels = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--launcher"))
+        else if (!strcmp(argv[i], "--calls") && i + 1 < argc) {
+            if (whole(argv[i], argv[i + 1], &g_calls))
+                return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) {
+            if (whole(argv[i], argv[i + 1], &g_warmup))
+                return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--kernels") && i + 1 < argc) {
+            if (whole(argv[i], argv[i + 1], &g_kernels))
+                return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--launcher"))
             g_launcher = 1;
-        else if (!strcmp(argv[i], "--graphs") && i + 1 < argc)
-            g_graphs = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--in-order"))
+        else if (!strcmp(argv[i], "--graphs") && i + 1 < argc) {
+            if (whole(argv[i], argv[i + 1], &g_graphs))
+                return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--in-order"))
             g_in_order = 1;
         else if (!strcmp(argv[i], "--upload") && i + 1 < argc) {
             if ((g_upload = choice("--upload", argv[++i], upload_names, 0, 4)) < 0)
@@ -499,9 +518,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--beside") && i + 1 < argc) {
             if ((g_beside = choice("--beside", argv[++i], beside_names, 1, 6)) < 0)
                 return 2;
-        } else if (!strcmp(argv[i], "--beside-pause") && i + 1 < argc)
-            g_beside_pause_us = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--set-current"))
+        } else if (!strcmp(argv[i], "--beside-pause") && i + 1 < argc) {
+            if (whole(argv[i], argv[i + 1], &g_beside_pause_us))
+                return 2;
+            i++;
+        } else if (!strcmp(argv[i], "--set-current"))
             g_set_current = 1;
         else if (!strcmp(argv[i], "--poll"))
             g_wait = WAIT_POLL;
