@@ -14,9 +14,9 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "numarg.h"
 #include "fsutil.h"
 #include "npy.h"
+#include "numarg.h"
 #include "options.h"
 #include "call_stats.h"
 #include "shape_stream.h"

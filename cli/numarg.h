@@ -1,5 +1,5 @@
-/* Whole numbers given on a command line, read one way by tkexport's subcommands (cli/options.c)
- * and the benchmarks built from cli/ sources (bench_serving, graph_floor, bench_mlp): all of the
+/* Whole numbers given on a command line, read one way by tkexport's subcommands (cli/options.c,
+ * cmd_run.c) and the benchmarks (bench/serving, bench/kernels): all of the
  * text, no spaces, no '+', a '-' only where the range has negatives. Header-only, for the
  * benchmarks that compile single cli/ files instead of linking the CLI. */
 #ifndef TK_CLI_NUMARG_H
@@ -9,7 +9,6 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 /* A decimal whole number in [lo, hi] into *out: 0, or -1 (*out untouched). */
 static inline int tk_parse_whole(const char *text, long long lo, long long hi, long long *out)

@@ -64,21 +64,22 @@ def numbered(out, prefix):
 
 def rounds_section(out, m):
     """the goals' figures over repeated runs (run.sh's step f): 4 threads' calls/s over one thread's
-    at the fixed batch, round by round, and the first calls' percentiles seed by seed"""
+    at the fixed batch, round by round, and the first calls' percentiles and the uniform stream's
+    mean seed by seed"""
     md = []
     ratios, busy_ratios, rows = [], [], []
 
-    def ratio_of(a, b):
-        return b / a if a and b else None
+    def ratio_of(one, four):
+        return four / one if one and four else None
 
-    def x(v):
+    def times(v):
         return "%.2fx" % v if v is not None else "n/a"
 
-    def n(v):
+    def rate(v):
         return "%.0f" % v if v else "n/a"
 
     for r, d in sorted(numbered(out, "round_%s_" % m).items()):
-        by = {x["threads"]: x for x in d.get("runs", []) if x.get("stream") == "fixed"}
+        by = {run["threads"]: run for run in d.get("runs", []) if run.get("stream") == "fixed"}
         one, four = get(by.get(1), "calls_per_s"), get(by.get(4), "calls_per_s")
         busy1, busy4 = get(by.get(1), "busy_calls_per_s"), get(by.get(4), "busy_calls_per_s")
         ratio, busy = ratio_of(one, four), ratio_of(busy1, busy4)
@@ -86,32 +87,32 @@ def rounds_section(out, m):
             ratios.append(ratio)
         if busy is not None:
             busy_ratios.append(busy)
-        rows.append([r, n(one), n(four), x(ratio), n(busy1), n(busy4), x(busy),
+        rows.append([r, rate(one), rate(four), times(ratio), rate(busy1), rate(busy4), times(busy),
                      us(get(by.get(1), "stats", "median_us")), us(get(by.get(4), "stats", "median_us"))])
     if rows:
         md += ["Rounds of 1 and 4 threads at the fixed batch (%d; median ratio %s, at least 3.5x in %d; while every "
                "thread ran: median %s, at least 3.5x in %d):" % (
-                   len(rows), x(median(ratios)), sum(v >= 3.5 for v in ratios), x(median(busy_ratios)),
+                   len(rows), times(median(ratios)), sum(v >= 3.5 for v in ratios), times(median(busy_ratios)),
                    sum(v >= 3.5 for v in busy_ratios)), "",
                table(["round", "1 thread calls/s", "4 threads calls/s", "ratio", "1 thread, all busy",
                       "4 threads, all busy", "ratio", "1 thread median", "4 threads median"], rows), ""]
     p99s, means, rows = [], [], []
-    for n, d in sorted(numbered(out, "seed_%s_" % m).items()):
+    for seed, d in sorted(numbered(out, "seed_%s_" % m).items()):
         f = get(d, "first_calls") or {}
-        u = next((x for x in d.get("runs", []) if x.get("stream") == "uniform" and x.get("threads") == 1), None)
+        u = next((run for run in d.get("runs", []) if run.get("stream") == "uniform" and run.get("threads") == 1), None)
         p99, mean = get(f, "first", "p99_us"), get(u, "stats", "mean_us")
         if p99 is not None:
             p99s.append(p99)
         if mean is not None:
             means.append(mean)
-        rows.append([n, f.get("shapes", "n/a"), us(get(f, "first", "median_us")), us(p99), us(get(f, "first", "max_us")),
+        rows.append([seed, f.get("shapes", "n/a"), us(get(f, "first", "median_us")), us(p99), us(get(f, "first", "max_us")),
                      us(get(f, "second", "median_us")), us(get(f, "second", "p99_us")), us(get(f, "excess", "median_us")),
                      us(mean), us(get(u, "stats", "p99_us"))])
     if rows:
         md += ["Seed by seed, bound and prefilled over the whole space (on a GPU): first calls of new shapes, and the "
                "uniform stream on one thread (%d seeds; first calls: median p99 %s, at most 30 us in %d; uniform: median "
-               "mean %s, at most 20 us in %d):" % (len(rows), us(median(p99s)), sum(x <= 30.0 for x in p99s),
-                                                   us(median(means)), sum(x <= 20.0 for x in means)), "",
+               "mean %s, at most 20 us in %d):" % (len(rows), us(median(p99s)), sum(v <= 30.0 for v in p99s),
+                                                   us(median(means)), sum(v <= 20.0 for v in means)), "",
                table(["seed", "new shapes", "first-call median", "p99", "max", "second-call median", "p99",
                       "first - second median", "uniform mean", "p99"], rows), ""]
     return md
