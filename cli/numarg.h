@@ -1,5 +1,5 @@
 /* Whole numbers given on a command line, read one way by tkexport's subcommands (cli/options.c,
- * cmd_run.c) and the benchmarks (bench/serving, bench/kernels): all of the
+ * cmd_run.c) and the benchmarks (bench/serving, bench/kernels, bench/hash, bench/cpu_linear): all of the
  * text, no spaces, no '+', a '-' only where the range has negatives. Header-only, for the
  * benchmarks that compile single cli/ files instead of linking the CLI. */
 #ifndef TK_CLI_NUMARG_H

@@ -16,8 +16,8 @@
 # the generated tree and logs.
 set -euo pipefail
 
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args 0 1 '[BUILD_DIR]' "$@"
 build_dir=${1:-$repo/build}
 build_dir=$(cd "$build_dir" 2>/dev/null && pwd || echo "$build_dir")
 tk=$build_dir/tkexport

@@ -15,16 +15,11 @@
 # that export of model.c instead of exporting here (a tkexport built without the analyzer).
 set -euo pipefail
 
-if [ $# -ne 2 ] || [ "$1" = "--help" ]; then
-    sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
-    exit 2
-fi
-build=$(cd "$1" && pwd)
-out=$2
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
-repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-tk=$build/tkexport
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args 2 2 'BUILD_DIR OUTDIR' "$@"
+bench_build "$1"
+bench_out "$2"
+tk=$build_dir/tkexport
 cache=$out/cache
 reps=${REPS:-300}
 

@@ -4,10 +4,12 @@
 safetensors: an 8-byte little-endian header length, the JSON header, then the raw bytes.
 """
 
+import argparse
 import ast
 import json
 import os
 import struct
+import sys
 
 MAGIC = b"\x93NUMPY"
 
@@ -84,21 +86,40 @@ def read_safetensors(path):
     return out
 
 
+def batch_list(text):
+    """'1,16,256': the batches, each a whole number in [1, 1024] (the mlp's range)."""
+    try:
+        batches = [int(v) for v in text.split(",") if v]
+    except ValueError:
+        batches = []
+    if not batches or any(b < 1 or b > 1024 for b in batches):
+        raise argparse.ArgumentTypeError("expected batches in [1, 1024] joined by ',', not '%s'" % text)
+    return batches
+
+
 if __name__ == "__main__":
-    import sys
+    import zipfile
 
-    # npy_io.py make-inputs DIR 1,16,256,1024: DIR/x_b<B>.npy, float32 [B, 128], deterministic
-    # npy_io.py package-weights PKG.tkpkg OUT.safetensors: the weights a package runs with
-    if len(sys.argv) == 4 and sys.argv[1] == "make-inputs":
-        for b in [int(v) for v in sys.argv[3].split(",") if v]:
-            write_npy(os.path.join(sys.argv[2], "x_b%d.npy" % b), make_inputs(b), (b, 128))
-    elif len(sys.argv) == 4 and sys.argv[1] == "package-weights":
-        import zipfile
-
-        with zipfile.ZipFile(sys.argv[2]) as z:
-            data = z.read("weights.safetensors")
-        with open(sys.argv[3] + ".tmp", "wb") as f:
-            f.write(data)
-        os.replace(sys.argv[3] + ".tmp", sys.argv[3])
+    ap = argparse.ArgumentParser(prog="npy_io.py", description="The end-to-end benchmark's inputs and weights.")
+    cmds = ap.add_subparsers(dest="cmd", required=True)
+    mk = cmds.add_parser("make-inputs", help="DIR/x_b<B>.npy, float32 [B, 128], deterministic, for each batch")
+    mk.add_argument("dir")
+    mk.add_argument("batches", type=batch_list, help="e.g. 1,16,256,1024")
+    pw = cmds.add_parser("package-weights", help="the weights a package runs with, as a safetensors file")
+    pw.add_argument("package", help="PKG.tkpkg")
+    pw.add_argument("output", help="OUT.safetensors")
+    args = ap.parse_args()
+    if args.cmd == "make-inputs":
+        if not os.path.isdir(args.dir):
+            ap.error("no folder '%s'" % args.dir)
+        for b in args.batches:
+            write_npy(os.path.join(args.dir, "x_b%d.npy" % b), make_inputs(b), (b, 128))
     else:
-        sys.exit("usage: npy_io.py make-inputs DIR BATCHES | npy_io.py package-weights PKG.tkpkg OUT.safetensors")
+        try:
+            with zipfile.ZipFile(args.package) as z:
+                data = z.read("weights.safetensors")
+        except (OSError, KeyError, zipfile.BadZipFile) as e:
+            sys.exit("npy_io.py: cannot read the weights of '%s': %s" % (args.package, e))
+        with open(args.output + ".tmp", "wb") as f:
+            f.write(data)
+        os.replace(args.output + ".tmp", args.output)

@@ -6,6 +6,7 @@ OUTDIR/torch.json (torch_ref.py; optional) into OUTDIR/e2e.md, and prints it.
 usage: report.py OUTDIR
 """
 
+import argparse
 import json
 import os
 import sys
@@ -42,9 +43,11 @@ def err_cell(e):
 
 
 def main(argv):
-    if len(argv) != 1:
-        sys.exit(__doc__.strip().splitlines()[-1])
-    out = argv[0]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="report.py")
+    ap.add_argument("outdir", help="the folder bench/e2e/run.sh wrote")
+    out = ap.parse_args(argv).outdir
+    if not os.path.isdir(out):
+        ap.error("no folder '%s'" % out)
     tk = {row["batch"]: row for row in read_tsv(os.path.join(out, "tkexport.tsv"))}
     build = read_tsv(os.path.join(out, "build.tsv"))
     torch_res = {}

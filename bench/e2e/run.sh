@@ -17,14 +17,10 @@
 # 1e-2 (relative to max |y|) from eager PyTorch's, 2 usage.
 set -euo pipefail
 
-usage() { echo "usage: bench/e2e/run.sh BUILD_DIR OUTDIR" >&2; exit 2; }
-[ $# -eq 2 ] || usage
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build_dir=$(cd "$1" 2>/dev/null && pwd) || { echo "run.sh: no build folder '$1'" >&2; exit 2; }
-mkdir -p "$2"
-out=$(cd "$2" && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args 2 2 'BUILD_DIR OUTDIR' "$@"
+bench_build "$1"
+bench_out "$2"
 
 tk=$build_dir/tkexport
 mlp=$build_dir/examples/example_mlp

@@ -7,10 +7,7 @@ figure is the median of `runs` samples. Prints the backend PyTorch chose beside 
 """
 import argparse
 
-import torch
-import torch.nn.functional as F
-
-from torch_timing import median_us
+from torch_timing import median_us, need_torch
 
 
 def main():
@@ -20,6 +17,8 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--batch-heads", type=int, default=32)
     a = ap.parse_args()
+    torch = need_torch("attention_torch.py")
+    F = torch.nn.functional
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
     bh = a.batch_heads
     B, H = (bh // 8, 8) if bh >= 8 else (1, bh)

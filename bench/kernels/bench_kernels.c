@@ -104,6 +104,10 @@ static int fill_random(tk_ctx *ctx, tk_tensor *t, uint32_t seed)
 static int usage(FILE *to, int status)
 {
     fprintf(to, "usage: bench_kernels [--log2n N] [--dtype bf16|f16|f32] [--runs N] [--reps N] [--device cuda:N]\n");
+    if (to == stdout)
+        printf("The elementwise kernels' bandwidth against a device-to-device copy of the same bytes, as a\n"
+               "markdown table: 2^log2n elements (28), the median of --runs samples (20) of --reps launches\n"
+               "(10). Exit status: 0 done, 1 failed, 2 usage, 77 no GPU.\n");
     return status;
 }
 

@@ -6,9 +6,7 @@ median of `runs` samples.
 """
 import argparse
 
-import torch
-
-from torch_timing import median_us
+from torch_timing import median_us, need_torch
 
 CASES = [(96, 1024, 64, 1024, False), (96, 1024, 1024, 64, False), (32, 2048, 128, 2048, False),
          (32, 2048, 2048, 128, False), (8, 1024, 4096, 4096, True)]
@@ -20,6 +18,7 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
+    torch = need_torch("matmul_torch.py")
     dt = torch.bfloat16 if a.dtype == "bf16" else torch.float16
     print(f"| batch | M | K | N | b | torch.matmul {a.dtype} us | TFLOP/s |\n| --- | --- | --- | --- | --- | --- | --- |")
     for batch, m, k, n, shared in CASES:

@@ -8,10 +8,7 @@ one torch.cuda.synchronize() with time.perf_counter, divided by reps; the figure
 """
 import argparse
 
-import torch
-import torch.nn.functional as F
-
-from torch_timing import median_us
+from torch_timing import median_us, need_torch
 
 CASES = [("gpt2 b1 s128", 128, 768), ("gpt2 b8 s1024", 8192, 768), ("scores b8 h12 s1024", 98304, 1024),
          ("llama b4 s512", 2048, 4096)]
@@ -23,6 +20,8 @@ def main():
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--reps", type=int, default=20)
     a = ap.parse_args()
+    torch = need_torch("rows_torch.py")
+    F = torch.nn.functional
     dt = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}[a.dtype]
     print(f"| case | rows x cols | op | torch {a.dtype} us | GB/s |\n| --- | --- | --- | --- | --- |")
     for what, rows, cols in CASES:

@@ -539,6 +539,10 @@ int main(int argc, char **argv)
                     "[--in-order] [--direct] [--update] [--json F] [--beside capture|instantiate|upload|update|update-upload] [--beside-pause US] "
                     "[--upload same|other|thread|none]\n",
                     help ? "" : "graph_floor: unknown or incomplete option\n");
+            if (help)
+                printf("What the CUDA driver alone lets a small package's call cost (a graph of --kernels empty\n"
+                       "kernels launched and waited for), over threads; the options are told in graph_floor.c's\n"
+                       "first comment. Exit status: 0 done, 1 failed, 2 usage, 77 no CUDA driver.\n");
             return help ? 0 : 2;
         }
     }

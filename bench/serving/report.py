@@ -4,6 +4,7 @@ from what run.sh left there (serving_<m>.json, first_exact_<m>.json, torch_<m>.j
 round_<m>_<r>.json, seed_<m>_<s>.json, open_big*.json, build.tsv, machine.txt). A missing file
 leaves its cells "n/a"."""
 
+import argparse
 import json
 import os
 import sys
@@ -119,9 +120,11 @@ def rounds_section(out, m):
 
 
 def main(argv):
-    if len(argv) != 1:
-        sys.exit("usage: report.py OUTDIR")
-    out = argv[0]
+    ap = argparse.ArgumentParser(description=__doc__, prog="report.py")
+    ap.add_argument("outdir", help="the folder bench/serving/run.sh wrote")
+    out = ap.parse_args(argv).outdir
+    if not os.path.isdir(out):
+        ap.error("no folder '%s'" % out)
     md = ["# Serving benchmark", ""]
     try:
         with open(os.path.join(out, "machine.txt")) as f:

@@ -35,14 +35,10 @@
 # Exit status: 0 done, 1 a step failed, 2 usage.
 set -euo pipefail
 
-usage() { echo "usage: bench/serving/run.sh BUILD_DIR OUTDIR" >&2; exit 2; }
-[ $# -eq 2 ] || usage
-
-here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-build_dir=$(cd "$1" 2>/dev/null && pwd) || { echo "run.sh: no build folder '$1'" >&2; exit 2; }
-mkdir -p "$2"
-out=$(cd "$2" && pwd)
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+bench_args 2 2 'BUILD_DIR OUTDIR' "$@"
+bench_build "$1"
+bench_out "$2"
 
 tk=$build_dir/tkexport
 serving=$build_dir/bench/serving/bench_serving
