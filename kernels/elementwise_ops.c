@@ -9,7 +9,7 @@
 #include <tk/runtime.h>
 
 #include "ref.h"
-#include "strbuf.h"
+#include "rt_internal.h"
 #include "sym.h"
 
 TK_KERNEL_DECL(tk_add_f32);
@@ -48,21 +48,6 @@ static const tk_kernel *const gelu_erf_kernels[3] = {tk_gelu_erf_f32, tk_gelu_er
  * smaller, so a grid capped at the CUDA limit is still correct. */
 enum { EW_BLOCK = 256, EW_VEC_PER_THREAD = 4 };
 
-/* "[batch, 128]" (dims as expressions when the tensor is traced), for messages. */
-static void format_shape(char *buf, size_t n, const tk_tensor *t)
-{
-    tk_strbuf sb = TK_STRBUF_INIT;
-    tk_strbuf_adds(&sb, "[");
-    for (int i = 0; i < tk_tensor_rank(t); i++) {
-        if (i)
-            tk_strbuf_adds(&sb, ", ");
-        tk_sym_print(tk_tensor_sym(t, i), &sb);
-    }
-    tk_strbuf_adds(&sb, "]");
-    snprintf(buf, n, "%s", sb.buf ? sb.buf : "[?]");
-    tk_strbuf_release(&sb);
-}
-
 /* What meta, body and CPU fallback all check: a floating dtype, and for binary ops a second
  * input of the same dtype and shape. `names` are the schema's input names. Shapes that differ in
  * rank or in a constant dim are refused here; a symbolic dim (tracing) becomes a requirement. */
@@ -83,8 +68,8 @@ static int ew_check(tk_ctx *ctx, const char *op, int arity, const char *const *n
         }
         if (differ) {
             char sa[160], sb[160];
-            format_shape(sa, sizeof sa, in[0]);
-            format_shape(sb, sizeof sb, in[1]);
+            tk_tensor_format_shape(in[0], sa, sizeof sa);
+            tk_tensor_format_shape(in[1], sb, sizeof sb);
             return tk_error_set(TK_EINVAL, "op '%s': input '%s' is %s but '%s' is %s (shapes must match)",
                                 op, names[0], sa, names[1], sb);
         }

@@ -22,21 +22,6 @@
  * x is [..., K] (leading dimensions flattened into M rows), weight [N, K], bias [N], and y is
  * [..., N]: x's shape with the last dimension replaced. */
 
-/* "[batch, 128]" (dims as expressions when the tensor is traced), for messages. */
-static void format_shape(char *buf, size_t n, const tk_tensor *t)
-{
-    tk_strbuf sb = TK_STRBUF_INIT;
-    tk_strbuf_adds(&sb, "[");
-    for (int i = 0; i < tk_tensor_rank(t); i++) {
-        if (i)
-            tk_strbuf_adds(&sb, ", ");
-        tk_sym_print(tk_tensor_sym(t, i), &sb);
-    }
-    tk_strbuf_adds(&sb, "]");
-    snprintf(buf, n, "%s", sb.buf ? sb.buf : "[?]");
-    tk_strbuf_release(&sb);
-}
-
 /* Dtypes and ranks, which tracing knows as well as eager runs. */
 static int linear_check_kinds(tk_tensor *const *in)
 {
@@ -52,13 +37,13 @@ static int linear_check_kinds(tk_tensor *const *in)
     if (tk_tensor_rank(x) < 1)
         return tk_error_set(TK_EINVAL, "op 'tk::linear': x is a scalar, expected [..., in_features]");
     if (tk_tensor_rank(w) != 2) {
-        format_shape(sw, sizeof sw, w);
+        tk_tensor_format_shape(w, sw, sizeof sw);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s, expected [out_features, in_features]", sw);
     }
     if (b && tk_tensor_rank(b) != 1) {
         tk_strbuf n = TK_STRBUF_INIT;
         tk_sym_print(tk_tensor_sym(w, 0), &n);
-        format_shape(sb, sizeof sb, b);
+        tk_tensor_format_shape(b, sb, sizeof sb);
         int err = tk_error_set(TK_EINVAL, "op 'tk::linear': bias is %s but weight has %s output features (expected [%s])",
                                sb, n.buf ? n.buf : "?", n.buf ? n.buf : "?");
         tk_strbuf_release(&n);
@@ -80,7 +65,7 @@ static int linear_check_dims(tk_ctx *ctx, tk_tensor *const *in)
     tk_sym bN = b ? tk_tensor_sym(b, 0) : N; /* no bias: nothing to agree with */
     int constant = tk_sym_is_const(K) && tk_sym_is_const(wK) && tk_sym_is_const(N) && tk_sym_is_const(bN);
     if (tk_sym_is_const(K) && tk_sym_is_const(wK) && K.value != wK.value) {
-        format_shape(sw, sizeof sw, w);
+        tk_tensor_format_shape(w, sw, sizeof sw);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': weight is %s but x has %lld features", sw, (long long)K.value);
     }
     if (!constant) {
@@ -89,14 +74,14 @@ static int linear_check_dims(tk_ctx *ctx, tk_tensor *const *in)
             return err;
     }
     if (tk_sym_is_const(N) && tk_sym_is_const(bN) && N.value != bN.value) {
-        format_shape(sb, sizeof sb, b);
+        tk_tensor_format_shape(b, sb, sizeof sb);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': bias is %s but weight has %lld output features (expected [%lld])",
                             sb, (long long)N.value, (long long)N.value);
     }
     if (!constant && (err = tk_require_eq(ctx, bN, N, "bias dim 0 == weight dim 0")))
         return err;
     if (tk_sym_is_const(K) && K.value == 0) {
-        format_shape(sx, sizeof sx, x);
+        tk_tensor_format_shape(x, sx, sizeof sx);
         return tk_error_set(TK_EINVAL, "op 'tk::linear': x is %s, with no features", sx);
     }
     if (constant)
@@ -747,8 +732,8 @@ static int residual_check(tk_ctx *ctx, tk_tensor *const *in)
         differ = tk_sym_is_const(a) && tk_sym_is_const(b) && a.value != b.value;
     }
     if (differ) {
-        format_shape(sr, sizeof sr, r);
-        format_shape(want, sizeof want, x);
+        tk_tensor_format_shape(r, sr, sizeof sr);
+        tk_tensor_format_shape(x, want, sizeof want);
         return tk_error_set(TK_EINVAL,
                             "op 'tk::_linear_add': residual is %s, expected x's shape %s with the last dim the "
                             "weight's output features", sr, want);
@@ -841,8 +826,8 @@ static int matmul_check(tk_ctx *ctx, tk_tensor *const *in)
         return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s (they must share a dtype)", tk_dtype_name(dt),
                             tk_dtype_name(tk_tensor_dtype(b)));
     if (ra < 2 || (rb != 2 && rb != ra)) {
-        format_shape(sa, sizeof sa, a); /* shapes are formatted for messages only: not per call */
-        format_shape(sb, sizeof sb, b);
+        tk_tensor_format_shape(a, sa, sizeof sa); /* shapes are formatted for messages only: not per call */
+        tk_tensor_format_shape(b, sb, sizeof sb);
         return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s; expected a [..., M, K] and b [K, N] or "
                             "b [..., K, N] with a's leading dims", sa, sb);
     }
@@ -852,8 +837,8 @@ static int matmul_check(tk_ctx *ctx, tk_tensor *const *in)
         tk_sym x = tk_tensor_sym(a, ia), y = tk_tensor_sym(b, i);
         if (tk_sym_is_const(x) && tk_sym_is_const(y)) {
             if (x.value != y.value) {
-                format_shape(sa, sizeof sa, a);
-                format_shape(sb, sizeof sb, b);
+                tk_tensor_format_shape(a, sa, sizeof sa);
+                tk_tensor_format_shape(b, sb, sizeof sb);
                 return tk_error_set(TK_EINVAL, "op 'tk::matmul': a is %s and b %s: a dim %d (%lld) != b dim %d (%lld)%s",
                                     sa, sb, ia, (long long)x.value, i, (long long)y.value,
                                     i == rb - 2 ? " (K)" : " (batch)");

@@ -122,6 +122,10 @@ int tk_tensor_new_view(tk_tensor **out, tk_ctx *ctx, tk_device dev, tk_dtype dty
 /* A traced tensor (no storage) with the given dtype and symbolic shape, owned by ctx's caller. */
 int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank, const tk_sym *dims);
 
+/* t's shape as "[batch, 128]" (dims as expressions where t is traced), for messages: into buf
+ * (cut to n bytes; "[?]" where memory ran out). */
+void tk_tensor_format_shape(const tk_tensor *t, char *buf, size_t n);
+
 /* --- CUDA backend (runtime/cuda.c, runtime/launch.c) ----------------------------------------
  * Every function returns 0 or a negative tk_error_code with the message set; none aborts. On a
  * machine without a driver they fail with TK_EDEVICE "no CUDA driver: ...". */

@@ -243,16 +243,18 @@ int tk_tensor_new_traced(tk_tensor **out, tk_ctx *ctx, tk_dtype dtype, int rank,
     return 0;
 }
 
-/* "[batch, 128]" into sb, for messages. */
-static void sym_shape_str(tk_strbuf *sb, const tk_tensor *t)
+void tk_tensor_format_shape(const tk_tensor *t, char *buf, size_t n)
 {
-    tk_strbuf_adds(sb, "[");
+    tk_strbuf sb = TK_STRBUF_INIT;
+    tk_strbuf_adds(&sb, "[");
     for (int i = 0; i < t->rank; i++) {
         if (i)
-            tk_strbuf_adds(sb, ", ");
-        tk_sym_print(t->dims[i], sb);
+            tk_strbuf_adds(&sb, ", ");
+        tk_sym_print(t->dims[i], &sb);
     }
-    tk_strbuf_adds(sb, "]");
+    tk_strbuf_adds(&sb, "]");
+    snprintf(buf, n, "%s", sb.buf ? sb.buf : "[?]");
+    tk_strbuf_release(&sb);
 }
 
 tk_sym tk_tensor_sym(const tk_tensor *t, int i)
@@ -369,11 +371,10 @@ int64_t tk_numel(const tk_tensor *t)
         return 0;
     for (int i = 0; t->traced && i < t->rank; i++) {
         if (t->dims[i].expr) {
-            tk_strbuf sb = TK_STRBUF_INIT;
-            sym_shape_str(&sb, t);
+            char shape[256];
+            tk_tensor_format_shape(t, shape, sizeof shape);
             tk_error_set(TK_EINVAL, "the element count of a traced tensor is dynamic (%s): use tk_tensor_sym in "
-                                    "meta functions", sb.buf ? sb.buf : "?");
-            tk_strbuf_release(&sb);
+                                    "meta functions", shape);
             return TK_SYM_DYNAMIC_VALUE;
         }
     }
