@@ -2,7 +2,7 @@
  * buffers at the largest shapes with views per call, random fills and call statistics. */
 #define _POSIX_C_SOURCE 200809L
 #include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +10,7 @@
 
 #include <tk/half.h>
 
+#include "numarg.h"
 #include "shape_stream.h"
 
 int shape_stream_parse(shape_stream_kind *kind, const char **path, const char *text)
@@ -110,12 +111,19 @@ static int parse_list(shape_stream *s, const char *text, char *err, size_t errle
             if (k < 0)
                 return snprintf(err, errlen, "line %zu: '%.*s' is not a dynamic dim of the package (its symbols: %s)",
                                 line, (int)len, name, names), -1;
-            char *end;
-            errno = 0;
-            long long v = strtoll(++p, &end, 10);
-            if (end == p || errno || (*end && !isspace((unsigned char)*end) && *end != ',' && *end != ';'))
-                return snprintf(err, errlen, "line %zu: %.*s=...: the value is not a whole number", line, (int)len,
-                                name), -1;
+            /* the value: up to the next separator, all of it a whole number (cli/numarg.h's rules: no
+             * spaces after '=', no '+'), so that a row never runs into the next line */
+            const char *value = ++p;
+            while (*p && !isspace((unsigned char)*p) && *p != ',' && *p != ';' && *p != '#')
+                p++;
+            char digits[32];
+            long long v;
+            size_t vlen = (size_t)(p - value);
+            if (vlen < sizeof digits)
+                memcpy(digits, value, vlen), digits[vlen] = '\0';
+            if (vlen >= sizeof digits || tk_parse_whole(digits, LLONG_MIN, LLONG_MAX, &v))
+                return snprintf(err, errlen, "line %zu: %.*s=%.*s: the value is not a whole number", line, (int)len,
+                                name, (int)(vlen < 24 ? vlen : 24), value), -1;
             if (v < s->min[k] || v > s->max[k])
                 return snprintf(err, errlen, "line %zu: %s=%lld is outside [%lld, %lld]", line, s->names[k], v,
                                 (long long)s->min[k], (long long)s->max[k]), -1;
@@ -124,7 +132,6 @@ static int parse_list(shape_stream *s, const char *text, char *err, size_t errle
             given[k] = 1;
             vals[k] = v;
             items++;
-            p = end;
         }
         if (items) {
             for (size_t k = 0; k < s->nsyms; k++)

@@ -185,3 +185,10 @@ step(0 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --warmup 0 --
 file(WRITE ${WORK}/bad_sizes.txt "batch=3\nbatch=2000\n")
 step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --shapes file:${WORK}/bad_sizes.txt
   STDERR "^tkexport run: --shapes file:[^\n]*bad_sizes.txt: line 2: batch=2000 is outside \\[1, 1024\\]\n$")
+# a value is all of the text up to the next separator: not read across a line, nor with a '+'
+file(WRITE ${WORK}/bad_sizes.txt "batch=3\nbatch=\n16\n")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --shapes file:${WORK}/bad_sizes.txt
+  STDERR "^tkexport run: --shapes file:[^\n]*bad_sizes.txt: line 2: batch=: the value is not a whole number\n$")
+file(WRITE ${WORK}/bad_sizes.txt "batch=+3\n")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 8 --shapes file:${WORK}/bad_sizes.txt
+  STDERR "^tkexport run: --shapes file:[^\n]*bad_sizes.txt: line 1: batch=\\+3: the value is not a whole number\n$")
