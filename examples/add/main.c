@@ -25,8 +25,14 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc)
             device = argv[++i];
-        else if (!strcmp(argv[i], "-n") && i + 1 < argc)
-            n = strtoll(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "-n") && i + 1 < argc) {
+            char *end;
+            n = strtoll(argv[++i], &end, 10);
+            if (*end || end == argv[i] || n < 1) {
+                fprintf(stderr, "example_add: -n takes a whole number of at least 1, not '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
             return usage(stdout, 0);
         else

@@ -16,7 +16,15 @@ int main(int argc, char **argv)
         return 2;
     }
     const tk_device cpu = {TK_DEVICE_CPU, 0};
-    int64_t batch = argc == 3 ? atoll(argv[2]) : 4;
+    int64_t batch = 4;
+    if (argc == 3) {
+        char *end;
+        batch = strtoll(argv[2], &end, 10);
+        if (*end || end == argv[2] || batch < 1) {
+            fprintf(stderr, "consumer: BATCH must be a whole number of at least 1, not '%s'\n", argv[2]);
+            return 2;
+        }
+    }
     tk_package *pkg = NULL;
     tk_session *session = NULL;
     tk_tensor *x = NULL, *y = NULL;
