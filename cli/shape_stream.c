@@ -111,7 +111,7 @@ static int parse_list(shape_stream *s, const char *text, char *err, size_t errle
             if (k < 0)
                 return snprintf(err, errlen, "line %zu: '%.*s' is not a dynamic dim of the package (its symbols: %s)",
                                 line, (int)len, name, names), -1;
-            /* the value: up to the next separator, all of it a whole number (cli/numarg.h's rules: no
+            /* the value: up to the next separator, all of it a whole number (common/numarg.h's rules: no
              * spaces after '=', no '+'), so that a row never runs into the next line */
             const char *value = ++p;
             while (*p && !isspace((unsigned char)*p) && *p != ',' && *p != ';' && *p != '#')

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "numarg.h"
 #include "rt_internal.h"
 
 int tk_ctx_new(tk_ctx **out, tk_device dev)
@@ -84,9 +85,8 @@ int64_t tk_env_count(const char *name, int64_t dflt)
     const char *e = getenv(name);
     if (!e || !*e)
         return dflt;
-    char *end = NULL;
-    long long n = strtoll(e, &end, 10);
-    if (n >= 0 && !*end)
+    long long n;
+    if (tk_parse_whole(e, 0, INT64_MAX, &n) == 0)
         return (int64_t)n;
     tk_log(TK_LOG_WARN, "%s='%s' is not a whole number >= 0; using %lld", name, e, (long long)dflt);
     return dflt;

@@ -1754,6 +1754,26 @@ static void package__version_1_is_told_to_recompile(void **state)
 
 /* tkexport keygen: the private key (0600) and KEYFILE.pub; never over an existing key without
  * --force; --trust adds the key to the trust file. */
+/* The runtime's counts from the environment (TK_CAPTURE_PACE_US and the like) are whole numbers
+ * read as the command line reads them (common/numarg.h): anything else is the default. */
+static void env__counts_are_whole_numbers_or_the_default(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int64_t want;
+    } cases[] = {{"7", 7}, {"0", 0}, {"5000", 5000}, {"12x", 99}, {" 5", 99}, {"+5", 99}, {"-1", 99}, {"5 ", 99},
+                 {"x", 99}, {"99999999999999999999", 99}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv("TK_TEST_COUNT", cases[i].text, 1);
+        int64_t got = tk_env_count("TK_TEST_COUNT", 99);
+        if (got != cases[i].want)
+            fail_msg("TK_TEST_COUNT='%s': %lld, expected %lld", cases[i].text, (long long)got, (long long)cases[i].want);
+    }
+    unsetenv("TK_TEST_COUNT");
+    assert_int_equal(tk_env_count("TK_TEST_COUNT", 42), 42);
+}
+
 static void cli__keygen_writes_a_key_pair_and_keeps_existing_keys(void **state)
 {
     (void)state;
@@ -1867,6 +1887,7 @@ int main(void)
         cmocka_unit_test(package__malformed_signature_entries_are_refused),
         cmocka_unit_test(package__version_1_is_told_to_recompile),
         cmocka_unit_test(cli__keygen_writes_a_key_pair_and_keeps_existing_keys),
+        cmocka_unit_test(env__counts_are_whole_numbers_or_the_default),
     };
     return cmocka_run_group_tests(tests, tp_trust_setup, tp_trust_teardown);
 }

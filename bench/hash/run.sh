@@ -14,7 +14,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 git -C "$repo" show "$rev:common/sha256.c" >"$tmp/sha256.c"
 git -C "$repo" show "$rev:common/sha256.h" >"$tmp/sha256.h"
-"${CC:-cc}" -std=c11 -O2 -I"$tmp" -I"$repo/include" -I"$repo/cli" "$repo/bench/hash/bench_hash.c" "$tmp/sha256.c" \
+"${CC:-cc}" -std=c11 -O2 -I"$tmp" -I"$repo/include" -I"$repo/common" "$repo/bench/hash/bench_hash.c" "$tmp/sha256.c" \
     -o "$tmp/bench_hash_portable"
 echo "machine: $(uname -n), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')," \
      "SHA-NI: $(grep -qw sha_ni /proc/cpuinfo && echo yes || echo no), $(openssl version 2>/dev/null || echo 'openssl ?')"

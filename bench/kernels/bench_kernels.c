@@ -19,7 +19,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
-#include "numarg.h" /* cli/: the one reader of numeric options */
+#include "numarg.h" /* common/: the one reader of numeric options */
 
 static const tk_device CPU = {TK_DEVICE_CPU, 0};
 

@@ -14,7 +14,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
-#include "numarg.h" /* cli/: the one reader of numeric options */
+#include "numarg.h" /* common/: the one reader of numeric options */
 
 #include "rt_internal.h"
 #include "bench_gpu.h" /* after rt_internal.h: its resolved-op call too */

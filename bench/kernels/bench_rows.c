@@ -19,7 +19,7 @@
 #include <tk/half.h>
 #include <tk/op.h>
 #include <tk/runtime.h>
-#include "numarg.h" /* cli/: the one reader of numeric options */
+#include "numarg.h" /* common/: the one reader of numeric options */
 
 /* what the shapes stand for: GPT-2 small (768) at batch 1 seq 128 and batch 8 seq 1024, the
  * attention scores of the latter (8 x 12 heads x 1024 x 1024), a Llama-7B hidden (4096) */

@@ -472,7 +472,7 @@ static int choice(const char *opt, const char *value, const char *const *names, 
     return -1;
 }
 
-/* a numeric option's value (cli/numarg.h: all of it a whole number); its range is checked below */
+/* a numeric option's value (common/numarg.h: all of it a whole number); its range is checked below */
 static int whole(const char *opt, const char *text, int *out)
 {
     if (tk_parse_int(text, INT32_MIN, INT32_MAX, out)) {

@@ -1,7 +1,7 @@
-/* Whole numbers given on a command line, read one way by tkexport's subcommands (cli/options.c,
- * cmd_run.c) and the benchmarks (bench/serving, bench/kernels, bench/hash, bench/cpu_linear): all of the
- * text, no spaces, no '+', a '-' only where the range has negatives. Header-only, for the
- * benchmarks that compile single cli/ files instead of linking the CLI. */
+/* Whole numbers given on a command line or in the environment, read one way by tkexport's
+ * subcommands (cli/options.c, cmd_run.c, shape_stream.c), the runtime's variables (TK_* counts,
+ * runtime/context.c) and the benchmarks: all of the text, no spaces, no '+', a '-' only where the
+ * range has negatives. Header-only, so that the benchmarks need no library for it. */
 #ifndef TK_CLI_NUMARG_H
 #define TK_CLI_NUMARG_H
 
