@@ -17,9 +17,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static char path[64];
-    if (!*path) {
-        snprintf(path, sizeof path, "/tmp/fuzz_trust.%ld", (long)getpid());
+    static char path[4096];
+    if (!*path) { /* the trust file: one per process, in TMPDIR */
+        const char *tmp = getenv("TMPDIR");
+        snprintf(path, sizeof path, "%s/fuzz_trust.%ld", tmp && *tmp ? tmp : "/tmp", (long)getpid());
         setenv("TKEXPORT_TRUST_FILE", path, 1);
     }
     char *text = malloc(size + 1);
