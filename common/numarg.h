@@ -2,8 +2,8 @@
  * subcommands (cli/options.c, cmd_run.c, shape_stream.c), the runtime's variables (TK_* counts,
  * runtime/context.c) and the benchmarks: all of the text, no spaces, no '+', a '-' only where the
  * range has negatives. Header-only, so that the benchmarks need no library for it. */
-#ifndef TK_CLI_NUMARG_H
-#define TK_CLI_NUMARG_H
+#ifndef TK_COMMON_NUMARG_H
+#define TK_COMMON_NUMARG_H
 
 #include <ctype.h>
 #include <errno.h>

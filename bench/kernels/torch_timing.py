@@ -1,7 +1,6 @@
 """How the PyTorch side of bench/kernels times a call, the way the C benches (bench_gpu.h) do:
 `warmup` calls and a synchronize, then `runs` samples of `reps` back-to-back calls and one
 torch.cuda.synchronize() with time.perf_counter; the median sample in microseconds a call."""
-import importlib
 import statistics
 import sys
 import time
@@ -11,9 +10,10 @@ def need_torch(prog):
     """torch, imported once the command line is read (so that --help works without it), or exit
     with one line saying what is missing."""
     try:
-        return importlib.import_module("torch")
+        import torch
     except ImportError as e:
         sys.exit("%s: needs PyTorch (%s)" % (prog, e))
+    return torch
 
 
 def median_us(fn, runs, reps, warmup=3):
