@@ -120,6 +120,11 @@ static void load(void)
     SYM(LaunchKernelEx, "cuLaunchKernelEx", 0)
     SYM(StreamGetCaptureInfo, "cuStreamGetCaptureInfo_v3", 0)
     SYM(GraphNodeGetType, "cuGraphNodeGetType", 0)
+    SYM(GraphGetNodes, "cuGraphGetNodes", 0)
+    SYM(GraphGetEdges, "cuGraphGetEdges_v2", 0)
+    SYM(GraphKernelNodeGetParams, "cuGraphKernelNodeGetParams_v2", 0)
+    SYM(GraphKernelNodeGetAttribute, "cuGraphKernelNodeGetAttribute", 0)
+    SYM(GraphExecKernelNodeSetParams, "cuGraphExecKernelNodeSetParams_v2", 0)
 #undef SYM
 
     TK_CU_CHECK(cuInit(0));
@@ -293,6 +298,8 @@ void tk_cuda_ctx_release(tk_ctx *ctx)
         if (sg) { /* the graphs that write it ran to their end first */
             __atomic_sub_fetch(&ctx->cuda->dev->nsignals, 1, __ATOMIC_RELAXED);
             cuStreamSynchronize(ctx->cuda->stream);
+            tk_cu_families_free(sg);
+            pthread_mutex_destroy(&sg->lock);
             cuMemFreeHost((void *)sg->host);
             cuMemFree(sg->count);
             free(sg);
@@ -574,6 +581,7 @@ static tk_cu_signal *signal_of(tk_ctx *ctx, tk_ctx *on)
             r = cuStreamSynchronize(ctx->cuda->stream);
         if (r == CUDA_SUCCESS) {
             sg->host = host;
+            pthread_mutex_init(&sg->lock, NULL);
             __atomic_store_n(&c->signal, sg, __ATOMIC_RELEASE);
             __atomic_add_fetch(&c->dev->nsignals, 1, __ATOMIC_RELAXED);
         } else {
@@ -787,10 +795,13 @@ int tk_cuda_graphs_available(void)
            tk_cu.GraphInstantiateWithFlags && tk_cu.GraphLaunch && tk_cu.GraphExecDestroy && tk_cu.GraphDestroy;
 }
 
-/* An instantiated graph and the signal it ends with (NULL: none). */
+/* An instantiated graph, or a member of a family of graphs (cuda_family.c), and the signal it ends
+ * with (NULL: none). */
 typedef struct tk_cu_graph {
-    CUgraphExec exec;
-    const tk_cu_signal *signal;
+    CUgraphExec exec; /* NULL in a family */
+    tk_cu_signal *signal;
+    tk_cu_family *family;
+    tk_cu_member *member;
 } tk_cu_graph;
 
 int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on)
@@ -804,6 +815,7 @@ int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on)
     if (replay_on && (!replay_on->cuda || replay_on->cuda->dev != d))
         return tk_error_set(TK_EINVAL, "a graph captured on 'cuda:%d' replays on another device", d->ordinal);
     ctx->cuda->capture_signal = replay_on ? signal_of(ctx, replay_on) : NULL;
+    ctx->cuda->capture_shares = replay_on && replay_on->cuda->share_graphs;
     /* thread-local: sessions on other threads may allocate while this one captures */
     TK_CU_CHECK(cuStreamBeginCapture(ctx->cuda->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
     ctx->cuda->capturing = 1;
@@ -843,7 +855,7 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
     int rc = tk_cu_enter(ctx, &d);
     if (rc)
         return rc;
-    const tk_cu_signal *sg = ctx->cuda->capture_signal;
+    tk_cu_signal *sg = ctx->cuda->capture_signal;
     ctx->cuda->capture_signal = NULL;
     /* the signal, last: a failed launch invalidates the capture, and cuStreamEndCapture says so */
     CUresult signalled = CUDA_SUCCESS;
@@ -862,15 +874,21 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
-    TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
-    g->exec = ge;
     g->signal = sg;
+    /* a graph that replays on a session's context joins the family of its form there */
+    if (sg && ctx->cuda->capture_shares && tk_cu_families_on() &&
+        (rc = tk_cu_family_join(sg, &graph, ctx->cuda->stream, &g->family, &g->member)))
+        goto done;
+    if (!g->family) {
+        TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
+        g->exec = ge;
+        /* the graph's device-side state made now, so its first launch costs what later ones do (the
+           capture thread makes graphs ahead of the requests that launch them) */
+        if (cuGraphUpload && cuGraphUpload(ge, ctx->cuda->stream) == CUDA_SUCCESS)
+            cuStreamSynchronize(ctx->cuda->stream);
+    }
     *exec = g;
     g = NULL;
-    /* the graph's device-side state made now, so its first launch costs what later ones do (the
-       capture thread makes graphs ahead of the requests that launch them) */
-    if (cuGraphUpload && cuGraphUpload(ge, ctx->cuda->stream) == CUDA_SUCCESS)
-        cuStreamSynchronize(ctx->cuda->stream);
 done:
     free(g);
     if (graph)
@@ -888,10 +906,15 @@ int tk_cuda_graph_launch(tk_ctx *ctx, void *exec)
     /* a signalled graph counts its launches on its own context's stream only */
     if (g->signal && g->signal != __atomic_load_n(&ctx->cuda->signal, __ATOMIC_ACQUIRE))
         return tk_error_set(TK_EINTERNAL, "a CUDA graph captured for another context was launched on this one");
+    /* a family's graph with this member's grids and arguments (the launch before, this thread's, is
+       queued by now: tk_cu_enter settled the launcher's slot) */
+    CUgraphExec ge = g->exec;
+    if (g->family && (rc = tk_cu_family_select(g->signal, g->family, g->member, &ge)))
+        return rc;
     tk_cu_launcher *l = g->signal && use_launcher(d) ? launcher_for(d, ctx->cuda) : NULL;
     if (l) { /* handed over: the launcher launches it, tk_cuda_sync waits on its signal */
         tk_cu_launch_slot *sl = &ctx->cuda->slot;
-        sl->exec = g->exec;
+        sl->exec = ge;
         sl->stream = ctx->cuda->stream;
         __atomic_store_n(&sl->req, 1, __ATOMIC_SEQ_CST);
         if (__atomic_load_n(&l->sleeping, __ATOMIC_SEQ_CST)) {
@@ -901,7 +924,7 @@ int tk_cuda_graph_launch(tk_ctx *ctx, void *exec)
             pthread_mutex_unlock(&l->lock);
         }
     } else {
-        TK_CU_CHECK(cuGraphLaunch(g->exec, ctx->cuda->stream));
+        TK_CU_CHECK(cuGraphLaunch(ge, ctx->cuda->stream));
     }
     if (g->signal) {
         ctx->cuda->launched++;
@@ -909,6 +932,20 @@ int tk_cuda_graph_launch(tk_ctx *ctx, void *exec)
     }
 done:
     return rc;
+}
+
+void tk_cuda_share_graphs(tk_ctx *ctx, int on)
+{
+    if (ctx && ctx->cuda)
+        ctx->cuda->share_graphs = on;
+}
+
+void tk_cuda_graph_families(tk_ctx *ctx, size_t *families, size_t *members)
+{
+    tk_cu_signal *sg = ctx && ctx->cuda ? __atomic_load_n(&ctx->cuda->signal, __ATOMIC_ACQUIRE) : NULL;
+    *families = *members = 0;
+    if (sg)
+        tk_cu_families_count(sg, families, members);
 }
 
 int tk_cuda_launcher_used(tk_ctx *ctx)
@@ -931,8 +968,12 @@ void tk_cuda_graph_free(tk_ctx *ctx, void *exec)
 {
     tk_cu_device *d;
     tk_cu_graph *g = exec;
-    if (g && tk_cu_enter(ctx, &d) == 0)
-        cuGraphExecDestroy(g->exec);
+    if (g && tk_cu_enter(ctx, &d) == 0) {
+        if (g->family)
+            tk_cu_family_leave(g->signal, g->family, g->member);
+        else
+            cuGraphExecDestroy(g->exec);
+    }
     free(g);
 }
 
@@ -1042,6 +1083,8 @@ int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on) { (void)ctx, (void)rep
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec) { (void)ctx, (void)keep, *exec = NULL; return no_cuda(); }
 int tk_cuda_graph_launch(tk_ctx *ctx, void *exec) { (void)ctx, (void)exec; return no_cuda(); }
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec) { (void)ctx, (void)exec; }
+void tk_cuda_share_graphs(tk_ctx *ctx, int on) { (void)ctx, (void)on; }
+void tk_cuda_graph_families(tk_ctx *ctx, size_t *families, size_t *members) { (void)ctx, *families = *members = 0; }
 int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen)
 {
     (void)ctx, *launched = *seen = 0;

@@ -73,6 +73,13 @@ typedef struct tk_cu_api {
     PFN_cuLaunchKernelEx_v11060 LaunchKernelEx;
     PFN_cuStreamGetCaptureInfo_v12030 StreamGetCaptureInfo;
     PFN_cuGraphNodeGetType_v10000 GraphNodeGetType;
+    /* graph families (cuda_family.c): NULL when missing, and then every graph is instantiated
+       alone */
+    PFN_cuGraphGetNodes_v10000 GraphGetNodes;
+    PFN_cuGraphGetEdges_v12030 GraphGetEdges;
+    PFN_cuGraphKernelNodeGetParams_v12000 GraphKernelNodeGetParams;
+    PFN_cuGraphKernelNodeGetAttribute_v11000 GraphKernelNodeGetAttribute;
+    PFN_cuGraphExecKernelNodeSetParams_v12000 GraphExecKernelNodeSetParams;
 } tk_cu_api;
 
 /* Filled by tk_cu_load; read-only afterwards. */
@@ -126,6 +133,11 @@ extern tk_cu_api tk_cu;
 #define cuLaunchKernelEx tk_cu.LaunchKernelEx
 #define cuStreamGetCaptureInfo_v3 tk_cu.StreamGetCaptureInfo
 #define cuGraphNodeGetType tk_cu.GraphNodeGetType
+#define cuGraphGetNodes tk_cu.GraphGetNodes
+#define cuGraphGetEdges_v2 tk_cu.GraphGetEdges
+#define cuGraphKernelNodeGetParams_v2 tk_cu.GraphKernelNodeGetParams
+#define cuGraphKernelNodeGetAttribute tk_cu.GraphKernelNodeGetAttribute
+#define cuGraphExecKernelNodeSetParams_v2 tk_cu.GraphExecKernelNodeSetParams
 
 /* Loads libcuda.so.1 and resolves the table, once per process (later calls repeat the first
  * outcome). 0, or TK_EDEVICE "no CUDA driver: ..." when the library or cuInit fails. */
@@ -209,6 +221,9 @@ typedef struct tk_cu_signal {
     volatile unsigned *host; /* mapped, written by the GPU */
     CUdeviceptr host_dev;    /* the same word as the GPU sees it */
     CUdeviceptr count;       /* the launches that reached their end, in device memory */
+    /* the graph families of the graphs that replay on the context (cuda_family.c), under lock */
+    pthread_mutex_t lock;
+    struct tk_cu_family *families;
 } tk_cu_signal;
 
 struct tk_cuda_ctx {
@@ -217,12 +232,48 @@ struct tk_cuda_ctx {
     int capturing;   /* a CUDA graph capture is under way on stream (tk_cuda_alloc refuses) */
     void *lt;        /* cublaslt.c's tk_lt_ctx: workspace and matmul descriptors, made on first use */
     tk_cu_signal *signal; /* NULL until a graph for this context was captured (atomic) */
-    const tk_cu_signal *capture_signal; /* the signal the capture under way on stream ends with */
+    tk_cu_signal *capture_signal; /* the signal the capture under way on stream ends with */
+    int share_graphs;             /* graphs made to replay here join families (tk_cuda_share_graphs) */
+    int capture_shares;           /* the capture under way makes such a graph */
     unsigned launched;    /* signalled launches queued so far (the launching thread's) */
     int armed;            /* the last work queued is a signalled launch: tk_cuda_sync spins on it */
     tk_cu_launch_slot slot; /* graphs launched by the device's launcher thread (registered with it) */
     int slot_registered;
 };
+
+/* fn's parameters as the driver lays them out (cuFuncGetParamInfo): their count (at most max - 1),
+ * with their sizes, and their offsets where offsets is not NULL; -1 where the driver cannot tell
+ * (before CUDA 12.4) or there are max or more (launch.c). */
+int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max);
+
+/* Graph families (cuda_family.c). A session replays a graph per input-shape signature, and the
+ * graphs of two signatures are mostly the same kernels with other grids and arguments, while each
+ * instantiated graph costs the host about 40 KB (tokmlp's 32,768: 1.3 GB) and its making most of a
+ * prefill's time. So, in the sessions that ask for it (tk_cuda_share_graphs: those that keep many
+ * graphs), the graphs of one form (the same kernels with the same blocks, shared memory and launch
+ * attributes, joined by the same edges) that replay on one context share one instantiated graph:
+ * a member keeps only its kernels' grids and arguments, set on the shared graph
+ * (cuGraphExecKernelNodeSetParams) when it launches after another member. That setting is not
+ * free (bench/serving/JOURNAL.md, nineteenth session), hence not for every session. The context's
+ * signal holds its families: every signalled graph replays on that context alone, launched by one
+ * thread at a time. */
+typedef struct tk_cu_family tk_cu_family;
+typedef struct tk_cu_member tk_cu_member;
+/* Whether families can be made: the driver has the calls. */
+int tk_cu_families_on(void);
+/* graph, captured to replay on sg's context, into the family of its form, made (instantiated, and
+ * uploaded on stream) where none has its form yet; *graph becomes NULL where the new family keeps
+ * it. 0 with *family NULL where graph has no form a family takes (a node that is not a kernel, a
+ * kernel whose arguments the driver cannot lay out): the caller instantiates it alone. */
+int tk_cu_family_join(tk_cu_signal *sg, CUgraph *graph, CUstream stream, tk_cu_family **family, tk_cu_member **member);
+/* The family's instantiated graph with member's grids and arguments set. */
+int tk_cu_family_select(tk_cu_signal *sg, tk_cu_family *family, const tk_cu_member *member, CUgraphExec *exec);
+/* member out of the family, the family freed with its last member. */
+void tk_cu_family_leave(tk_cu_signal *sg, tk_cu_family *family, tk_cu_member *member);
+/* How many families sg has, and members in them. */
+void tk_cu_families_count(tk_cu_signal *sg, size_t *families, size_t *members);
+/* The families left on sg (their members' graphs leaked by their owners), at the context's end. */
+void tk_cu_families_free(tk_cu_signal *sg);
 
 /* ctx's device, with its primary context made current on the calling thread (driver calls
  * act on the current context of the thread, and a context may move between threads). */

@@ -770,6 +770,14 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
  * tk_session_options.max_shapes sets another bound; symbol spaces up to that many signatures are
  * captured whole, ahead of requests (prefill). */
 #define DEFAULT_MAX_PLANS 1024
+/* Sessions that keep more graphs than this share one instantiated graph among those of one form
+ * (runtime/cuda_family.c): tokmlp bound and prefilled over its 32,768 signatures had a peak RSS of
+ * 1.57 GB with a graph each and 0.28 GB in families, ready 3.1-3.8 s against 0.58 s after the bind,
+ * its first calls as fast; but a member launched after another sets its kernels' grids and
+ * arguments first, which cost the mlp's uniform stream (three kernels a graph) 3 us a call on one
+ * thread and 9 on four (H100, bench/serving/JOURNAL.md, nineteenth session), where its 1,024
+ * graphs take 40 MB. $TK_GRAPH_FAMILIES=1 shares them in every session, 0 in none. */
+#define FAMILY_MIN_PLANS 4096
 /* The automatic prefill starts once requests have brought this many signatures: its shapes vary. */
 #define PREFILL_AFTER 16
 /* The warm-up walks at most this many signatures (and at most half the plans a session keeps). */
@@ -973,6 +981,12 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     s->staged = s->ctx->device.kind == TK_DEVICE_CUDA;
     s->no_mlp_hidden = tk_mlp_kernel_only(s->ctx);
     s->graphs = s->staged && tk_cuda_graphs_available();
+    if (s->graphs) {
+        const char *fam = getenv("TK_GRAPH_FAMILIES");
+        tk_cuda_share_graphs(s->ctx, fam && !strcmp(fam, "0")   ? 0
+                                     : fam && !strcmp(fam, "1") ? 1
+                                                                : s->max_plans > FAMILY_MIN_PLANS);
+    }
     if (s->staged)
         arena_presize(s);
     /* the symbol space: small enough to capture whole? */
@@ -1137,6 +1151,8 @@ void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st)
     st->direct_captures = s->direct_captures;
     st->last_direct = s->last_direct;
     pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+    if (s->ctx)
+        tk_cuda_graph_families(s->ctx, &st->families, &st->family_members);
 }
 
 void tk_exec_session_set_graphs(tk_session *s, int on)

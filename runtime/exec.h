@@ -55,6 +55,8 @@ typedef struct tk_exec_stats {
     size_t direct_captures; /* direct graphs */
     size_t fused;           /* node pairs the program runs as one (tk::linear + tk::gelu or tk::add) */
     size_t folded;          /* nodes computed once with the weights (their inputs are parameters) */
+    size_t families;        /* instantiated graphs shared by the session's graphs of one form */
+    size_t family_members;  /* the session's graphs in those families (runtime/cuda_family.c) */
 } tk_exec_stats;
 void tk_exec_session_stats(const tk_session *s, tk_exec_stats *st);
 

@@ -151,32 +151,38 @@ static int search_node(const tk_fatbin_node *node, void *arg)
     return 1;
 }
 
-/* The parameter sizes of fn through cuFuncGetParamInfo, which answers CUDA_ERROR_INVALID_VALUE
- * past the last parameter. */
-static int param_info(tk_cu_kernel *k)
+int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max)
 {
-    size_t sizes[TK_MAX_KERNEL_ARGS];
-    int n = 0;
-    k->nparams = -1;
     if (!tk_cu.FuncGetParamInfo)
-        return 0;
+        return -1;
     size_t count = 0;
-    int limit = TK_MAX_KERNEL_ARGS;
-    if (tk_cu.FuncGetParamCount && tk_cu.FuncGetParamCount(k->fn, &count) == CUDA_SUCCESS) {
-        if (count >= TK_MAX_KERNEL_ARGS)
-            return 0;
+    int n = 0, limit = max;
+    if (tk_cu.FuncGetParamCount && tk_cu.FuncGetParamCount(fn, &count) == CUDA_SUCCESS) {
+        if (count >= (size_t)max)
+            return -1;
         limit = (int)count;
     }
     for (; n < limit; n++) {
         size_t offset, size;
-        CUresult r = cuFuncGetParamInfo(k->fn, (size_t)n, &offset, &size);
+        CUresult r = cuFuncGetParamInfo(fn, (size_t)n, &offset, &size);
         if (r == CUDA_ERROR_INVALID_VALUE)
             break;
         if (r != CUDA_SUCCESS)
-            return 0; /* the driver cannot tell: launch unchecked */
+            return -1;
+        if (offsets)
+            offsets[n] = offset;
         sizes[n] = size;
     }
-    if (n == TK_MAX_KERNEL_ARGS)
+    return n == max ? -1 : n;
+}
+
+/* k's parameter sizes (tk_cu_param_layout); none known: launched unchecked */
+static int param_info(tk_cu_kernel *k)
+{
+    size_t sizes[TK_MAX_KERNEL_ARGS];
+    k->nparams = -1;
+    int n = tk_cu_param_layout(k->fn, NULL, sizes, TK_MAX_KERNEL_ARGS);
+    if (n < 0)
         return 0;
     k->param_size = malloc(sizeof(size_t) * (size_t)(n ? n : 1));
     if (!k->param_size)

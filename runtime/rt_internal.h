@@ -174,6 +174,12 @@ void tk_cuda_unload_stale(void);
  * $TK_GRAPH_SIGNAL=0 leaves the signal out (the wait is then cuStreamSynchronize). On sm_90 the
  * signal is a programmatic dependent of a last node that is a kernel (it waits for that kernel's
  * end on the GPU: docs/runtime.md); $TK_GRAPH_SIGNAL_AFTER=0 launches it as any kernel. */
+/* Whether the graphs captured from now on to replay on ctx join graph families (runtime/cuda_family.c;
+ * off by default). */
+void tk_cuda_share_graphs(tk_ctx *ctx, int on);
+/* The graph families of the graphs that replay on ctx (runtime/cuda_family.c) and their members;
+ * zeros without any. */
+void tk_cuda_graph_families(tk_ctx *ctx, size_t *families, size_t *members);
 int tk_cuda_graphs_available(void);
 int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on);
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec);

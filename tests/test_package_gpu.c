@@ -1019,6 +1019,103 @@ static void gpu__fused_mlp_sessions_keep_no_hidden_tensor_where_the_kernel_takes
     tk_program_model_free(m);
 }
 
+/* the switch the test below sets, unset whether it passed or failed */
+static int families_env_unset(void **state)
+{
+    (void)state;
+    unsetenv("TK_GRAPH_FAMILIES");
+    return 0;
+}
+
+/* Graphs of one form share one instantiated graph (runtime/cuda_family.c) in sessions that keep
+ * more than 4,096 graphs, or all with TK_GRAPH_FAMILIES=1, none with 0: test::tokmlp bound and
+ * prefilled over its 64 batches makes 64 direct graphs, in families on an sm_90 GPU a few (tk::_mlp's
+ * kernel at every batch); calls that switch batches, up and down, each agree with the CPU (a member
+ * launched with another's grid and arguments would compute another number of rows: after a smaller
+ * batch, a larger one would keep the rows of an earlier input), families or not. */
+static void gpu__graphs_of_one_form_share_one_instantiated_graph(void **state)
+{
+    (void)state;
+    tk_program_model *m = mlpfuse_model();
+    tk_exec_program *p;
+    size_t wl;
+    void *w = mlpfuse_weights(&wl, 0);
+    tk_assert_ok(tk_exec_program_new(&p, m, w, wl, "'tokmlp'", NULL));
+    static const struct {
+        const char *env;
+        size_t max_shapes;
+        int shared;
+    } cases[] = {{"1", 0, 1}, {"0", 0, 0}, {NULL, 8192, 1}, {NULL, 0, 0}, {"0", 8192, 0}};
+    for (int k = 0; k < (int)(sizeof cases / sizeof *cases); k++) {
+        const int off = !cases[k].shared;
+        if (cases[k].env)
+            setenv("TK_GRAPH_FAMILIES", cases[k].env, 1);
+        else
+            unsetenv("TK_GRAPH_FAMILIES");
+        tk_session *g, *c;
+        tk_session_options o = TK_SESSION_OPTIONS_INIT;
+        o.prefill = TK_PREFILL_NOW;
+        o.max_shapes = cases[k].max_shapes;
+        tk_assert_ok(tk_exec_session_new(&g, p, GPU, &o));
+        tk_assert_ok(tk_exec_session_new(&c, p, CPU, NULL));
+        tk_ctx *ctx = tk_session_ctx(g);
+        const int64_t big[] = {TP_MAX_BATCH, MF_D};
+        tk_tensor *xb, *yb;
+        tk_assert_ok(tk_tensor_new(&xb, ctx, GPU, TK_BF16, 2, big));
+        tk_assert_ok(tk_tensor_new(&yb, ctx, GPU, TK_BF16, 2, big));
+        tk_assert_ok(tk_session_bind(g, &xb, 1, &yb, 1));
+        assert_int_equal(tk_session_wait_ready(g), 1);
+        tk_exec_stats st;
+        tk_exec_session_stats(g, &st);
+        assert_int_equal(st.direct_captures, TP_MAX_BATCH);
+        fprintf(stderr, "TK_GRAPH_FAMILIES=%s, max_shapes %zu: %zu families of %zu graphs\n",
+                cases[k].env ? cases[k].env : "(unset)", cases[k].max_shapes, st.families, st.family_members);
+        if (off) {
+            assert_int_equal(st.families, 0);
+        } else {
+            assert_int_equal(st.family_members, TP_MAX_BATCH);
+            assert_true(st.families >= 1 && st.families <= st.family_members);
+            if (tk_cuda_cc_of(ctx) == 90)
+                assert_true(st.families <= 4);
+        }
+        const int64_t batches[] = {1, 64, 5, 64, 33, 2, 63, 40, 40, 7, 64, 1};
+        for (int i = 0; i < (int)(sizeof batches / sizeof *batches); i++) {
+            const int64_t b = batches[i], xs[] = {b, MF_D};
+            tk_tensor *x = mf_bf16(2, xs, -1, 0), *cy[1] = {NULL}, *host, xv, yv, *in = &xv, *out[1] = {&yv};
+            for (int64_t e = 0; e < b * MF_D; e++)
+                ((uint16_t *)tk_tensor_data(x))[e] = tk_f32_to_bf16(0.01f * (float)((e * 31 + 7 * i) % 257) - 1.25f);
+            tk_tensor_view_init(&xv, GPU, TK_BF16, 2, xs, tk_tensor_data(xb));
+            tk_tensor_view_init(&yv, GPU, TK_BF16, 2, xs, tk_tensor_data(yb));
+            tk_assert_ok(tk_tensor_copy(ctx, &xv, x));
+            tk_assert_ok(tk_session_run(g, &in, 1, out, 1));
+            tk_assert_ok(tk_ctx_sync(ctx));
+            tk_exec_session_stats(g, &st);
+            assert_int_equal(st.last_direct, 1);
+            tk_assert_ok(tk_tensor_new(&host, NULL, CPU, TK_BF16, 2, xs));
+            tk_assert_ok(tk_tensor_copy(ctx, host, &yv));
+            tk_assert_ok(tk_session_run(c, &x, 1, cy, 1));
+            const uint16_t *a = tk_tensor_data(host), *r = tk_tensor_data(cy[0]);
+            for (int64_t e = 0; e < b * MF_D; e++) {
+                double got = tk_bf16_to_f32(a[e]), want = tk_bf16_to_f32(r[e]);
+                if (fabs(got - want) > 0.02 + 0.02 * fabs(want))
+                    fail_msg("families %s, call %d batch %lld element %lld: %g on the GPU, %g on the CPU",
+                             off ? "off" : "on", i, (long long)b, (long long)e, got, want);
+            }
+            tk_tensor_free(x);
+            tk_tensor_free(cy[0]);
+            tk_tensor_free(host);
+        }
+        tk_tensor_free(xb);
+        tk_tensor_free(yb);
+        tk_session_free(g);
+        tk_session_free(c);
+    }
+    unsetenv("TK_GRAPH_FAMILIES");
+    tk_exec_program_free(p);
+    free(w);
+    tk_program_model_free(m);
+}
+
 /* Every message, DEBUG included (a capture that failed says why), on stderr. */
 static void log_all(tk_log_level level, const char *msg, void *user)
 {
@@ -1045,6 +1142,7 @@ int main(void)
         cmocka_unit_test(gpu__prefill_now_makes_every_first_run_a_replay),
         cmocka_unit_test(gpu__the_capture_thread_gives_way_to_requests),
         cmocka_unit_test(gpu__bound_buffers_replay_direct_graphs_for_every_shape),
+        cmocka_unit_test_teardown(gpu__graphs_of_one_form_share_one_instantiated_graph, families_env_unset),
         cmocka_unit_test(gpu__a_replay_is_waited_for_on_its_end_of_graph_signal),
         cmocka_unit_test(gpu__two_sessions_hand_their_replays_to_the_launcher),
         cmocka_unit_test(gpu__sessions_share_weights_and_agree),
