@@ -770,7 +770,8 @@ enum { GRAPH_NONE, GRAPH_QUEUED, GRAPH_READY, GRAPH_NEVER };
  * tk_session_options.max_shapes sets another bound; symbol spaces up to that many signatures are
  * captured whole, ahead of requests (prefill). */
 #define DEFAULT_MAX_PLANS 1024
-/* Sessions that keep more graphs than this share one instantiated graph among those of one form
+/* Sessions that may hold more graphs than this (the signatures of their symbol space, at most
+ * max_shapes) share one instantiated graph among those of one form
  * (runtime/cuda_family.c): tokmlp bound and prefilled over its 32,768 signatures had a peak RSS of
  * 1.57 GB with a graph each and 0.28 GB in families, ready 3.1-3.8 s against 0.58 s after the bind,
  * its first calls as fast; but a member launched after another sets its kernels' grids and
@@ -981,12 +982,6 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     s->staged = s->ctx->device.kind == TK_DEVICE_CUDA;
     s->no_mlp_hidden = tk_mlp_kernel_only(s->ctx);
     s->graphs = s->staged && tk_cuda_graphs_available();
-    if (s->graphs) {
-        const char *fam = getenv("TK_GRAPH_FAMILIES");
-        tk_cuda_share_graphs(s->ctx, fam && !strcmp(fam, "0")   ? 0
-                                     : fam && !strcmp(fam, "1") ? 1
-                                                                : s->max_plans > FAMILY_MIN_PLANS);
-    }
     if (s->staged)
         arena_presize(s);
     /* the symbol space: small enough to capture whole? */
@@ -999,6 +994,13 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     }
     s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= limit && opts->prefill != TK_PREFILL_OFF;
     s->space_large = space > limit;
+    if (s->graphs) { /* families where the session may hold many graphs: its space and its bound */
+        const char *fam = getenv("TK_GRAPH_FAMILIES");
+        uint64_t held = s->space_large ? limit : space;
+        tk_cuda_share_graphs(s->ctx, fam && !strcmp(fam, "0")   ? 0
+                                     : fam && !strcmp(fam, "1") ? 1
+                                                                : held > FAMILY_MIN_PLANS);
+    }
     uint64_t warm = 1; /* the warm-up's signatures */
     for (size_t k = 0; k < m->nsymbols && warm <= WARM_MAX; k++) {
         uint64_t n = 1;

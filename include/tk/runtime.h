@@ -199,10 +199,10 @@ void tk_session_free(tk_session *s);
  * hundreds of microseconds, and a request that needs the driver meanwhile waits for them.
  * max_shapes bounds the signatures (plans and graphs) the session keeps, the least recently used
  * going first; 0 is 1024. Each costs a few hundred bytes of host memory plus its graph (host and
- * device memory of the driver's, about 40 KB); above 4096, graphs of the same kernels share one
- * instantiated graph, each keeping its own grids and arguments (docs/runtime.md, "Graph families",
- * gives measured figures). CPU sessions ignore the
- * prefill. Initialize with TK_SESSION_OPTIONS_INIT. */
+ * device memory of the driver's, about 40 KB); above 4096 (and a symbol space as large), graphs of
+ * the same kernels share one instantiated graph, each keeping its own grids and arguments
+ * (docs/runtime.md, "Graph families", gives measured figures). CPU sessions ignore the prefill.
+ * Initialize with TK_SESSION_OPTIONS_INIT. */
 #define TK_SESSION_OPTIONS_VERSION 2
 #define TK_SESSION_MAX_SHAPES (1u << 20)
 typedef enum tk_prefill { TK_PREFILL_AUTO, TK_PREFILL_NOW, TK_PREFILL_OFF } tk_prefill;
