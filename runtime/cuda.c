@@ -845,11 +845,24 @@ static CUresult launch_signal(tk_cu_device *d, CUstream stream, void **args)
     return cuLaunchKernelEx(&cfg, d->signal_after_fn, args, NULL);
 }
 
+int tk_cu_instantiate(CUgraph graph, CUstream stream, CUgraphExec *exec)
+{
+    int rc = 0;
+    CUgraphExec ge = NULL;
+    TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
+    /* the graph's device-side state made now, so its first launch costs what later ones do (the
+       capture thread makes graphs ahead of the requests that launch them) */
+    if (cuGraphUpload && cuGraphUpload(ge, stream) == CUDA_SUCCESS)
+        cuStreamSynchronize(stream);
+    *exec = ge;
+done:
+    return rc;
+}
+
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
 {
     tk_cu_device *d;
     CUgraph graph = NULL;
-    CUgraphExec ge = NULL;
     tk_cu_graph *g = NULL;
     *exec = NULL;
     int rc = tk_cu_enter(ctx, &d);
@@ -879,14 +892,8 @@ int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec)
     if (sg && ctx->cuda->capture_shares && tk_cu_families_on() &&
         (rc = tk_cu_family_join(sg, &graph, ctx->cuda->stream, &g->family, &g->member)))
         goto done;
-    if (!g->family) {
-        TK_CU_CHECK(cuGraphInstantiate(&ge, graph, 0));
-        g->exec = ge;
-        /* the graph's device-side state made now, so its first launch costs what later ones do (the
-           capture thread makes graphs ahead of the requests that launch them) */
-        if (cuGraphUpload && cuGraphUpload(ge, ctx->cuda->stream) == CUDA_SUCCESS)
-            cuStreamSynchronize(ctx->cuda->stream);
-    }
+    if (!g->family && (rc = tk_cu_instantiate(graph, ctx->cuda->stream, &g->exec)))
+        goto done;
     *exec = g;
     g = NULL;
 done:

@@ -257,6 +257,9 @@ int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max);
  * free (bench/serving/JOURNAL.md, nineteenth session), hence not for every session. The context's
  * signal holds its families: every signalled graph replays on that context alone, launched by one
  * thread at a time. */
+/* graph instantiated, and uploaded with stream so that its first launch costs what later ones do
+ * (cuda.c): 0, or the driver's error. */
+int tk_cu_instantiate(CUgraph graph, CUstream stream, CUgraphExec *exec);
 typedef struct tk_cu_family tk_cu_family;
 typedef struct tk_cu_member tk_cu_member;
 /* Whether families can be made: the driver has the calls. */

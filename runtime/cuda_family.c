@@ -243,17 +243,15 @@ int tk_cu_family_join(tk_cu_signal *sg, CUgraph *graph, CUstream stream, tk_cu_f
     pthread_mutex_unlock(&sg->lock);
     if (f)
         goto done;
-    /* the first of its form: instantiated, and uploaded so that its first launch costs what later
-       ones do */
+    /* the first of its form: instantiated (and uploaded) */
     if (!(f = calloc(1, sizeof *f)) || !(f->nodes = malloc(sizeof *f->nodes * rd->nnodes)) ||
         !(f->forms = malloc(sizeof *f->forms * rd->nnodes)) ||
         !(f->edges = malloc(sizeof *f->edges * (rd->nedges ? rd->nedges : 1)))) {
         rc = tk_error_set(TK_ENOMEM, "out of memory");
         goto done;
     }
-    TK_CU_CHECK(cuGraphInstantiate(&ge, *graph, 0));
-    if (cuGraphUpload && cuGraphUpload(ge, stream) == CUDA_SUCCESS)
-        cuStreamSynchronize(stream);
+    if ((rc = tk_cu_instantiate(*graph, stream, &ge)))
+        goto done;
     f->graph = *graph;
     f->exec = ge;
     ge = NULL;
