@@ -971,11 +971,14 @@ int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen)
     return ctx->cuda->armed;
 }
 
+/* Not tk_cu_enter: a launch of the launcher's that failed stays for the session's next call to report
+ * (this one returns nothing), and the graph goes whatever happened before; only its launch, if
+ * the launcher has yet to make it, is waited for. */
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec)
 {
-    tk_cu_device *d;
     tk_cu_graph *g = exec;
-    if (g && tk_cu_enter(ctx, &d) == 0) {
+    if (g && ctx && ctx->cuda && cuCtxSetCurrent(ctx->cuda->dev->pctx) == CUDA_SUCCESS) {
+        slot_wait(ctx->cuda);
         if (g->family)
             tk_cu_family_leave(g->signal, g->family, g->member);
         else

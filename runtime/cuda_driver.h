@@ -243,7 +243,8 @@ struct tk_cuda_ctx {
 
 /* fn's parameters as the driver lays them out (cuFuncGetParamInfo): their count (at most max - 1),
  * with their sizes, and their offsets where offsets is not NULL; -1 where the driver cannot tell
- * (before CUDA 12.4) or there are max or more (launch.c). */
+ * (before CUDA 12.4, or one of the parameters cuFuncGetParamCount counts is not described: never
+ * part of a layout) or there are max or more (launch.c). */
 int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max);
 
 /* Graph families (cuda_family.c). A session replays a graph per input-shape signature, and the

@@ -73,8 +73,10 @@ typedef struct reading {
 
 int tk_cu_families_on(void)
 {
-    return tk_cu.GraphGetNodes && tk_cu.GraphGetEdges && tk_cu.GraphKernelNodeGetParams &&
-           tk_cu.GraphKernelNodeGetAttribute && tk_cu.GraphExecKernelNodeSetParams && tk_cu.FuncGetParamInfo;
+    /* the parameter count too: a member's arguments are copied by the layout, which must be whole */
+    return tk_cu.GraphGetNodes && tk_cu.GraphNodeGetType && tk_cu.GraphGetEdges && tk_cu.GraphKernelNodeGetParams &&
+           tk_cu.GraphKernelNodeGetAttribute && tk_cu.GraphExecKernelNodeSetParams && tk_cu.FuncGetParamInfo &&
+           tk_cu.FuncGetParamCount;
 }
 
 static void forms_free(kform *f, size_t n)

@@ -156,19 +156,19 @@ int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max)
     if (!tk_cu.FuncGetParamInfo)
         return -1;
     size_t count = 0;
-    int n = 0, limit = max;
+    int n = 0, limit = max, counted = 0;
     if (tk_cu.FuncGetParamCount && tk_cu.FuncGetParamCount(fn, &count) == CUDA_SUCCESS) {
         if (count >= (size_t)max)
             return -1;
-        limit = (int)count;
+        limit = (int)count, counted = 1;
     }
     for (; n < limit; n++) {
         size_t offset, size;
         CUresult r = cuFuncGetParamInfo(fn, (size_t)n, &offset, &size);
-        if (r == CUDA_ERROR_INVALID_VALUE)
-            break;
+        if (r == CUDA_ERROR_INVALID_VALUE && !counted)
+            break; /* probing: past the last parameter */
         if (r != CUDA_SUCCESS)
-            return -1;
+            return -1; /* counted: a parameter the driver does not describe, so no layout */
         if (offsets)
             offsets[n] = offset;
         sizes[n] = size;

@@ -20,6 +20,7 @@
 enum { MAXN = 4, NPARAMS = 3 };
 #define FN_A ((CUfunction)(uintptr_t)0x1000) /* three 8-byte arguments */
 #define FN_B ((CUfunction)(uintptr_t)0x2000) /* two */
+#define FN_C ((CUfunction)(uintptr_t)0x3000) /* three counted, the third not described */
 
 typedef struct fnode {
     int kernel, cluster;
@@ -48,7 +49,7 @@ static struct {
 
 static int nparams(CUfunction f)
 {
-    return f == FN_A ? 3 : f == FN_B ? 2 : -1;
+    return f == FN_A ? 3 : f == FN_B ? 2 : f == FN_C ? 3 : -1;
 }
 
 static CUresult f_param_count(CUfunction f, size_t *n)
@@ -59,7 +60,7 @@ static CUresult f_param_count(CUfunction f, size_t *n)
 
 static CUresult f_param_info(CUfunction f, size_t i, size_t *off, size_t *size)
 {
-    if ((int)i >= nparams(f))
+    if ((int)i >= nparams(f) || (f == FN_C && i == 2))
         return CUDA_ERROR_INVALID_VALUE;
     *off = 8 * i, *size = 8;
     return CUDA_SUCCESS;
@@ -366,12 +367,45 @@ static void family__a_failed_setting_is_reported_and_set_again_next_time(void **
     pthread_mutex_destroy(&sg.lock);
 }
 
+/* A member's arguments are copied by its kernels' layouts: a kernel whose layout is not whole (a
+ * parameter the driver counts but does not describe) puts its graph in no family, and without the
+ * calls that read graphs and layouts there are no families at all. */
+static void family__a_kernel_without_a_whole_layout_joins_none(void **state)
+{
+    (void)state;
+    size_t sizes[8], offsets[8];
+    assert_int_equal(tk_cu_param_layout(FN_A, offsets, sizes, 8), 3);
+    assert_int_equal(tk_cu_param_layout(FN_C, offsets, sizes, 8), -1);
+    tk_cu.FuncGetParamCount = NULL; /* probing: the first parameter not described ends the list */
+    assert_int_equal(tk_cu_param_layout(FN_C, offsets, sizes, 8), 2);
+    assert_false(tk_cu_families_on());
+    tk_cu.FuncGetParamCount = f_param_count;
+    assert_true(tk_cu_families_on());
+    tk_cu.GraphNodeGetType = NULL;
+    assert_false(tk_cu_families_on());
+    tk_cu.GraphNodeGetType = f_node_type;
+
+    tk_cu_signal sg = {0};
+    pthread_mutex_init(&sg.lock, NULL);
+    fgraph *g = mlp_graph(132, 5, 0xb000);
+    g->nodes[0].fn = FN_C;
+    joined none = join(&sg, g);
+    assert_null(none.f);
+    assert_null(none.m);
+    assert_false(none.kept);
+    assert_int_equal(drv.instantiated, 0);
+    families_of(&sg, 0, 0);
+    free(g);
+    pthread_mutex_destroy(&sg.lock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(family__graphs_of_one_form_share_one_instantiated_graph, setup),
         cmocka_unit_test_setup(family__another_kernel_block_attribute_or_edge_is_another_form, setup),
         cmocka_unit_test_setup(family__a_failed_setting_is_reported_and_set_again_next_time, setup),
+        cmocka_unit_test_setup(family__a_kernel_without_a_whole_layout_joins_none, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
