@@ -73,10 +73,8 @@ typedef struct reading {
 
 int tk_cu_families_on(void)
 {
-    /* the parameter count too: a member's arguments are copied by the layout, which must be whole */
     return tk_cu.GraphGetNodes && tk_cu.GraphNodeGetType && tk_cu.GraphGetEdges && tk_cu.GraphKernelNodeGetParams &&
-           tk_cu.GraphKernelNodeGetAttribute && tk_cu.GraphExecKernelNodeSetParams && tk_cu.FuncGetParamInfo &&
-           tk_cu.FuncGetParamCount;
+           tk_cu.GraphKernelNodeGetAttribute && tk_cu.GraphExecKernelNodeSetParams && tk_cu.FuncGetParamInfo;
 }
 
 static void forms_free(kform *f, size_t n)
