@@ -47,7 +47,7 @@ int cmd_analyze(int argc, char **argv)
         return TK_EXIT_INTERNAL;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "p:o:j:vh", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("analyze", argc, argv, "p:o:j:vh", longopts)) != -1) {
         int shared = tk_cli_analyzer_option("analyze", c, optarg, &opts, extra);
         if (shared < 0)
             goto done;
@@ -64,8 +64,7 @@ int cmd_analyze(int argc, char **argv)
         case 'o': output = optarg; break;
         case 'v': verbose = 1; break;
         case 'h': help(stdout); rc = TK_EXIT_OK; goto done;
-        default:
-            fprintf(stderr, "tkexport analyze: see 'tkexport analyze --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             goto done;
         }
     }
@@ -121,7 +120,7 @@ int cmd_analyze(int argc, char **argv)
         rc = TK_EXIT_INTERNAL;
         goto done;
     }
-    rc = TK_EXIT_OK;
+    rc = output ? TK_EXIT_OK : tk_cli_stdout_done("analyze");
 done:
     free(text);
     tk_analysis_free(a);

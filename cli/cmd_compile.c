@@ -91,7 +91,7 @@ int cmd_compile(int argc, char **argv)
     int quiet = 0, no_sign = 0, c, err;
     tk_sign_key *key = NULL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:a:j:qh", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("compile", argc, argv, "o:j:qh", longopts)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
         case 'a':
@@ -116,8 +116,7 @@ int cmd_compile(int argc, char **argv)
         case 'k': key_file = optarg; break;
         case 'N': no_sign = 1; break;
         case 'h': help(stdout); return TK_EXIT_OK;
-        default:
-            fprintf(stderr, "tkexport compile: see 'tkexport compile --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             return TK_EXIT_USAGE;
         }
     }

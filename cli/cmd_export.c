@@ -63,7 +63,7 @@ int cmd_export(int argc, char **argv)
         return TK_EXIT_INTERNAL;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "P:w:o:p:j:h", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("export", argc, argv, "w:o:p:j:h", longopts)) != -1) {
         int shared = tk_cli_analyzer_option("export", c, optarg, &opts, extra);
         if (shared < 0)
             goto done;
@@ -74,8 +74,7 @@ int cmd_export(int argc, char **argv)
         case 'w': weights = optarg; break;
         case 'o': output = optarg; break;
         case 'h': help(stdout); rc = TK_EXIT_OK; goto done;
-        default:
-            fprintf(stderr, "tkexport export: see 'tkexport export --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             goto done;
         }
     }
@@ -100,6 +99,10 @@ int cmd_export(int argc, char **argv)
     if (tk_cli_output_clobbers("export", output, paths, npaths) ||
         tk_cli_output_clobbers("export", output, &weights, weights ? 1 : 0))
         goto done;
+    if (weights && access(weights, F_OK) != 0) { /* before the sources are compiled */
+        fprintf(stderr, "tkexport export: --weights '%s' does not exist (expected a .safetensors file)\n", weights);
+        goto done;
+    }
     int progress = isatty(STDERR_FILENO);
     opts.extra_args = extra;
     opts.progress = progress;

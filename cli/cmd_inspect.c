@@ -127,6 +127,14 @@ static int write_package_text(const tk_pkgfile *f, FILE *out)
     fprintf(out, "%s%s%s\n", f->narchs ? "" : " none (no kernels)", f->ptx ? ", PTX " : "", f->ptx ? f->ptx : "");
     fprintf(out, "compilers: nvcc %s; cc %s\n", f->nvcc ? f->nvcc : "(not used)", f->cc ? f->cc : "(not used)");
     fprintf(out, "host object: %s\n", f->host ? f->host : "none (every op is built in)");
+    uint64_t total = 0;
+    for (size_t i = 0; i < f->nentries; i++)
+        total += f->entries[i].size;
+    fprintf(out, "entries: %zu, %llu bytes", f->nentries, (unsigned long long)total);
+    for (size_t i = 0; i < f->nentries; i++)
+        if (!strcmp(f->entries[i].path, "weights.safetensors"))
+            fprintf(out, " (weights.safetensors %llu bytes)", (unsigned long long)f->entries[i].size);
+    fprintf(out, "\n");
     fprintf(out, "kernels:\n");
     if (!f->nkernels)
         fprintf(out, "  (none)\n");
@@ -163,7 +171,7 @@ int cmd_inspect(int argc, char **argv)
     tk_program_model *m = NULL;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "f:h", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("inspect", argc, argv, "f:h", longopts)) != -1) {
         switch (c) {
         case 'f':
             if (strcmp(optarg, "text") && strcmp(optarg, "json") && strcmp(optarg, "dot")) {
@@ -173,8 +181,7 @@ int cmd_inspect(int argc, char **argv)
             format = optarg;
             break;
         case 'h': help(stdout); return TK_EXIT_OK;
-        default:
-            fprintf(stderr, "tkexport inspect: see 'tkexport inspect --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             return TK_EXIT_USAGE;
         }
     }
@@ -207,7 +214,7 @@ int cmd_inspect(int argc, char **argv)
         err = tk_program_model_write_text(m, stdout);
     if (err)
         fprintf(stderr, "tkexport inspect: %s\n", tk_error_last());
-    rc = err ? TK_EXIT_FINDINGS : TK_EXIT_OK;
+    rc = err ? tk_cli_exit_status(err) : tk_cli_stdout_done("inspect");
     if (pkg)
         tk_pkgfile_free(pkg);
     else

@@ -47,14 +47,13 @@ int cmd_keygen(int argc, char **argv)
     const char *output = NULL;
     int force = 0, trust = 0, c, err = 0, rc = TK_EXIT_OK;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:fth", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("keygen", argc, argv, "o:fth", longopts)) != -1) {
         switch (c) {
         case 'o': output = optarg; break;
         case 'f': force = 1; break;
         case 't': trust = 1; break;
         case 'h': help(stdout); return TK_EXIT_OK;
-        default:
-            fprintf(stderr, "tkexport keygen: see 'tkexport keygen --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             return TK_EXIT_USAGE;
         }
     }

@@ -99,7 +99,7 @@ int cmd_lint(int argc, char **argv)
         return TK_EXIT_INTERNAL;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "p:o:j:h", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("lint", argc, argv, "p:o:j:h", longopts)) != -1) {
         int shared = tk_cli_analyzer_option("lint", c, optarg, &opts, extra);
         if (shared < 0)
             goto done;
@@ -123,8 +123,7 @@ int cmd_lint(int argc, char **argv)
         case 'W': werror = 1; break;
         case 'o': output = optarg; break;
         case 'h': help(stdout); rc = TK_EXIT_OK; goto done;
-        default:
-            fprintf(stderr, "tkexport lint: see 'tkexport lint --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             goto done;
         }
     }

@@ -1048,7 +1048,7 @@ int cmd_lsp(int argc, char **argv)
     s.max_depth = TK_ANALYZE_DEFAULT_DEPTH;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "p:vh", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("lsp", argc, argv, "p:vh", longopts)) != -1) {
         switch (c) {
         case 'p':
             if (optarg[0] == '/' && tk_path_is_dir(optarg) != 1) {
@@ -1074,8 +1074,7 @@ int cmd_lsp(int argc, char **argv)
             break;
         case 'v': s.verbose = 1; break;
         case 'h': help(stdout); return TK_EXIT_OK;
-        default:
-            fprintf(stderr, "tkexport lsp: see 'tkexport lsp --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             return TK_EXIT_USAGE;
         }
     }

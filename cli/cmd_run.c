@@ -661,7 +661,7 @@ static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape
             goto done;
         }
     }
-    rc = fflush(stdout) == 0 ? TK_EXIT_OK : TK_EXIT_FINDINGS;
+    rc = tk_cli_stdout_done("run");
 done:
     shape_buffers_release(&bufs);
     tk_session_free(s);
@@ -693,7 +693,7 @@ int cmd_run(int argc, char **argv)
     if (!args)
         return TK_EXIT_INTERNAL;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "d:i:o:b:w:ps:S:P:BDh", longopts, NULL)) != -1) {
+    while ((c = tk_cli_getopt("run", argc, argv, "d:i:o:b:w:ps:h", longopts)) != -1) {
         switch (c) {
         case 'd': device = optarg; break;
         case 'i': {
@@ -709,6 +709,11 @@ int cmd_run(int argc, char **argv)
         case 'b':
             if (tk_cli_parse_int("run", optarg, "--bench", MAX_BENCH, &nbench))
                 goto done;
+            if (!nbench) {
+                fprintf(stderr, "tkexport run: --bench 0: expected the number of calls to time, from 1 to %d (leave "
+                                "--bench out to run once)\n", MAX_BENCH);
+                goto done;
+            }
             break;
         case 'w':
             if (tk_cli_parse_int("run", optarg, "--warmup", MAX_BENCH, &warmup))
@@ -745,8 +750,7 @@ int cmd_run(int argc, char **argv)
             shapes_arg = optarg;
             break;
         case 'h': help(stdout); rc = TK_EXIT_OK; goto done;
-        default:
-            fprintf(stderr, "tkexport run: see 'tkexport run --help'\n");
+        default: /* '?': tk_cli_getopt said what */
             goto done;
         }
     }
@@ -778,6 +782,8 @@ int cmd_run(int argc, char **argv)
         fprintf(stderr, "tkexport run: '%s' does not exist\n", path);
         goto done;
     }
+    if (outdir && tk_cli_output_clobbers("run", outdir, &path, 1))
+        goto done; /* -o naming the package itself */
 
     /* the device: asked for, else the first GPU when there is one */
     tk_device dev = {TK_DEVICE_CPU, 0};
@@ -789,7 +795,7 @@ int cmd_run(int argc, char **argv)
         }
         if (dev.kind == TK_DEVICE_CUDA && (err = tk_cuda_available())) {
             fprintf(stderr, "tkexport run: error: %s requested, but %s\n", device, tk_error_last());
-            rc = TK_EXIT_FINDINGS;
+            rc = TK_EXIT_DEVICE;
             goto done;
         }
     } else if (tk_cuda_available() == 0) {
@@ -892,7 +898,7 @@ int cmd_run(int argc, char **argv)
         rc = fail(err);
         goto done;
     }
-    rc = fflush(stdout) == 0 ? TK_EXIT_OK : TK_EXIT_FINDINGS;
+    rc = tk_cli_stdout_done("run");
 done:
     for (size_t i = 0; outs && i < nout; i++)
         tk_tensor_free(outs[i]);

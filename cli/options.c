@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "numarg.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,47 @@ void tk_cli_print_exit_statuses(FILE *f)
                "  6  nvcc or the C compiler missing or not running\n"
                "  7  no usable GPU, or the CUDA driver failed\n"
                "  128+N  ended by signal N (temporary files removed, child compilers ended)\n");
+}
+
+int tk_cli_getopt(const char *cmd, int argc, char **argv, const char *shorts, const struct option *longopts)
+{
+    char spec[64];
+    snprintf(spec, sizeof spec, ":%s", shorts);
+    opterr = 0;
+    int c = getopt_long(argc, argv, spec, longopts, NULL);
+    if (c != '?' && c != ':')
+        return c;
+    /* the word at fault: a long option (the one just read), else the short letter getopt names */
+    const char *word = optind > 0 && optind <= argc ? argv[optind - 1] : "";
+    char letter[3] = {'-', (char)optopt, 0};
+    int is_long = !strncmp(word, "--", 2);
+    const char *name = is_long ? word : letter;
+    int len = (int)strcspn(name, "="), matches = 0, exact = -1;
+    for (int i = 0; is_long && longopts[i].name; i++)
+        if (!strncmp(longopts[i].name, name + 2, (size_t)len - 2)) {
+            matches++;
+            if ((int)strlen(longopts[i].name) == len - 2)
+                exact = i;
+        }
+    if (c == ':')
+        fprintf(stderr, "tkexport %s: option '%.*s' needs a value", cmd, len, name);
+    else if (is_long && (exact >= 0 || matches == 1) && name[len] == '=')
+        fprintf(stderr, "tkexport %s: option '%.*s' takes no value", cmd, len, name);
+    else if (is_long && matches > 1 && exact < 0)
+        fprintf(stderr, "tkexport %s: option '%.*s' is ambiguous: it begins %d options", cmd, len, name, matches);
+    else
+        fprintf(stderr, "tkexport %s: unknown option '%.*s'", cmd, len, name);
+    fprintf(stderr, " (see 'tkexport %s --help')\n", cmd);
+    return '?';
+}
+
+int tk_cli_stdout_done(const char *cmd)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout))
+        return TK_EXIT_OK;
+    fprintf(stderr, "tkexport %s: cannot write to stdout: %s\n", cmd, errno ? strerror(errno) : "write error");
+    return TK_EXIT_IO;
 }
 
 int tk_cli_exit_status(int err)

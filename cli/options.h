@@ -24,8 +24,19 @@ void tk_cli_longopts(struct option *longopts, const tk_cli_option *opts, size_t 
 /* The table as two aligned columns; letters in `shorts` also get their "-x, " form. */
 void tk_cli_print_options(FILE *f, const tk_cli_option *opts, size_t n, const char *shorts);
 
+/* getopt_long for a command: its own one-line errors instead of getopt's (which name the
+ * subcommand alone and take a second line to point at --help). shorts is the getopt string without
+ * a leading ':'; returns what getopt_long returns, with an unknown option, a missing value or a
+ * value given to a flag printed as "tkexport CMD: ... (see 'tkexport CMD --help')" and '?'. */
+int tk_cli_getopt(const char *cmd, int argc, char **argv, const char *shorts, const struct option *longopts);
+
 /* A whole number from 0 to max into *out, or a one-line error "tkexport CMD: ..." on stderr and -1. */
 int tk_cli_parse_int(const char *cmd, const char *text, const char *what, int max, int *out);
+
+/* After a command wrote its result to stdout: TK_EXIT_OK when all of it went out, else one line
+ * "tkexport CMD: cannot write to stdout: REASON" on stderr and TK_EXIT_IO (a full disk, a closed
+ * pipe: the result is lost, so the command has failed). */
+int tk_cli_stdout_done(const char *cmd);
 
 /* The exit-status table every subcommand's --help ends with (the same as docs/cli.md's). */
 void tk_cli_print_exit_statuses(FILE *f);

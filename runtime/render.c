@@ -136,10 +136,15 @@ int tk_program_model_write_text(const tk_program_model *m, FILE *f)
     }
     if (!rc && m->nsources)
         rc = tk_strbuf_addf(&sb, "sources:\n");
+    /* sizes where the files were read with the program (a .tkprog holds them; a package's
+       program.json names its sources without them, and its weights are one of the package's
+       entries): a read program has its weights, empty or not */
+    int files = m->weights != NULL;
     for (size_t i = 0; i < m->nsources && !rc; i++)
-        rc = tk_strbuf_addf(&sb, "  %s  sha256 %.16s...  %zu bytes\n", m->sources[i].path, m->sources[i].sha256,
-                            m->sources[i].len);
-    if (!rc)
+        rc = files ? tk_strbuf_addf(&sb, "  %s  sha256 %.16s...  %zu bytes\n", m->sources[i].path,
+                                                 m->sources[i].sha256, m->sources[i].len)
+                                : tk_strbuf_addf(&sb, "  %s  sha256 %.16s...\n", m->sources[i].path, m->sources[i].sha256);
+    if (!rc && files)
         rc = tk_strbuf_addf(&sb, "weights: %zu bytes\n", m->weights_len);
     if (!rc && fwrite(sb.buf, 1, sb.len, f) != sb.len)
         rc = tk_error_set(TK_EIO, "writing the output failed");

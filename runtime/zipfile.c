@@ -208,7 +208,13 @@ int tk_zip_read(tk_zip_reader *z, size_t i, uint64_t max, unsigned char **out, s
     zip_int64_t more = got == (zip_int64_t)size ? zip_fread(f, &extra, 1) : -1;
     int bad = got != (zip_int64_t)size || more != 0;
     char why[256];
-    snprintf(why, sizeof why, "%s", zip_file_strerror(f));
+    if (zip_error_code_zip(zip_file_get_error(f)) != ZIP_ER_OK)
+        snprintf(why, sizeof why, "%s", zip_file_strerror(f));
+    else if (got >= 0 && got < (zip_int64_t)size) /* a stream that ended early, libzip saying nothing */
+        snprintf(why, sizeof why, "its data ends after %lld of its %llu bytes", (long long)got,
+                 (unsigned long long)size);
+    else
+        snprintf(why, sizeof why, "its data goes on past its %llu bytes", (unsigned long long)size);
     zip_fclose(f);
     if (bad) {
         free(buf);

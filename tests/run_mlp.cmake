@@ -69,6 +69,9 @@ foreach(cmd_args "compile;${WORK}/none.tkprog;-o;${WORK}/x.tkpkg" "inspect;${WOR
                  "run;${WORK}/none.tkpkg;--input;x=random:2x128")
   step(2 COMMAND ${TKEXPORT} ${cmd_args} STDERR "none.tk[a-z]+' does not exist")
 endforeach()
+# weights that do not exist: said before the sources are compiled
+step(2 DIR ${SOURCE_DIR} COMMAND ${TKEXPORT} export examples/mlp --program mlp --weights ${WORK}/none.safetensors
+  -o ${WORK}/x.tkprog STDERR "^tkexport export: --weights '[^']*none.safetensors' does not exist \\(expected a .safetensors file\\)\n$")
 step(5 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o /nonexistent/dir/x.tkpkg --arch sm_90 --no-sign
   STDERR "^tkexport compile: [^\n]*/nonexistent/dir/x.tkpkg")
 step(5 DIR ${SOURCE_DIR} COMMAND ${TKEXPORT} export examples/mlp --program mlp --weights ${WEIGHTS}
@@ -149,6 +152,31 @@ step(2 COMMAND ${TKEXPORT} run ${pkg} --input x=random:2by128 STDERR "expected r
 step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/no_such.npy
   STDERR "^tkexport run: input 'x': '[^']*no_such.npy' does not exist \\(expected a .npy file or random:DxD\\)\n$")
 step(4 COMMAND ${TKEXPORT} run ${WORK}/mlp.tkprog --input x=random:2x128 STDERR "^tkexport run: error: [^\n]*mlp.tkprog")
+
+# -o naming the package itself (under a name that says .npy): refused, the package as it was
+file(COPY_FILE ${pkg} ${WORK}/pkg_copy.npy)
+file(SHA256 ${WORK}/pkg_copy.npy before)
+step(2 COMMAND ${TKEXPORT} run ${WORK}/pkg_copy.npy --device ${DEVICE} --input x=random:2x128 -o ${WORK}/pkg_copy.npy
+  STDERR "^tkexport run: -o [^\n]*pkg_copy.npy is the input [^\n]*pkg_copy.npy itself")
+file(SHA256 ${WORK}/pkg_copy.npy after)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "run -o over its own package changed the package")
+endif()
+# a GPU that is not there is exit status 7 (no usable GPU), with or without a driver
+step(7 COMMAND ${TKEXPORT} run ${pkg} --device cuda:63 --input x=random:2x128 STDERR "^tkexport run: [^\n]*cuda:63")
+# a result that cannot be written to stdout is a failed command (5), said in one line
+foreach(cmd_args "run;${pkg};--device;${DEVICE};--input;x=random:2x128" "inspect;${pkg}" "inspect;--format;json;${pkg}")
+  execute_process(COMMAND ${TKEXPORT} ${cmd_args} OUTPUT_FILE /dev/full RESULT_VARIABLE rc ERROR_VARIABLE err)
+  if(NOT rc EQUAL 5 OR NOT err MATCHES "^tkexport [a-z]+: cannot write to stdout: [^\n]+\n$")
+    message(FATAL_ERROR "tkexport ${cmd_args} > /dev/full: exit status ${rc} (expected 5), stderr:\n${err}")
+  endif()
+endforeach()
+# inspect on a package: its entries' sizes, the weights' among them (its program.json has no sizes)
+step(0 COMMAND ${TKEXPORT} inspect ${pkg}
+  STDOUT "\nentries: [0-9]+, [0-9]+ bytes \\(weights.safetensors [1-9][0-9]* bytes\\)\n.*sources:\n  [^\n]*silu.cu  sha256 [0-9a-f]+\\.\\.\\.\n")
+if(last_out MATCHES "weights: 0 bytes|  0 bytes")
+  message(FATAL_ERROR "inspect printed sizes it does not know:\n${last_out}")
+endif()
 
 # an unsigned package: refused, unless allowed explicitly
 step(0 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/unsigned.tkpkg --arch sm_90 --no-sign --quiet)

@@ -202,12 +202,51 @@ static void zipfile__a_broken_zip64_locator_is_not_walked(void **state)
     tk_zip_close(z);
 }
 
+/* A deflated entry damaged anywhere: every read that fails says why in words of its own, never
+ * libzip's "No error" (a stream that ends early or runs long sets no libzip error). */
+static void zipfile__a_damaged_entry_says_what_is_wrong(void **state)
+{
+    (void)state;
+    char text[4096];
+    for (size_t i = 0; i < sizeof text; i++)
+        text[i] = "the quick brown fox jumps over the lazy dog "[i % 44];
+    tk_zip_entry entries[] = {{"program.json", text, sizeof text, 0}};
+    void *data;
+    size_t len, failed = 0, said = 0;
+    tk_assert_ok(tk_zip_write_mem(&data, &len, entries, 1, "the test archive"));
+    unsigned char *copy = malloc(len);
+    assert_non_null(copy);
+    for (size_t at = 0; at < len; at++) {
+        memcpy(copy, data, len);
+        copy[at] ^= 0xff;
+        tk_zip_reader *z;
+        if (tk_zip_open(&z, copy, len, "damaged.zip", "zip", 16))
+            continue; /* a damaged directory: the archive itself refused */
+        unsigned char *out = NULL;
+        size_t n = 0;
+        if (tk_zip_count(z) == 1 && tk_zip_read(z, 0, 1 << 20, &out, &n)) {
+            failed++;
+            const char *e = tk_error_last();
+            assert_null(strstr(e, "No error"));
+            if (strstr(e, "is corrupt or truncated (its data"))
+                said++;
+        }
+        free(out);
+        tk_zip_close(z);
+    }
+    assert_true(failed > 0);
+    assert_true(said > 0); /* the damage libzip does not name was met, and named */
+    free(copy);
+    free(data);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(zipfile__stored_entries_are_found_in_place),
         cmocka_unit_test(zipfile__zip64_stored_entries_are_found_in_place),
         cmocka_unit_test(zipfile__a_broken_zip64_locator_is_not_walked),
+        cmocka_unit_test(zipfile__a_damaged_entry_says_what_is_wrong),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
