@@ -151,6 +151,10 @@ int cmd_compile(int argc, char **argv)
         fprintf(stderr, "tkexport compile: --sign-key and --no-sign contradict each other\n");
         return TK_EXIT_USAGE;
     }
+    if (o.cache_dir && o.no_cache) {
+        fprintf(stderr, "tkexport compile: --cache-dir and --no-cache contradict each other\n");
+        return TK_EXIT_USAGE;
+    }
     /* the key first: a key that cannot be read stops the compile before it spends any time */
     if (!no_sign && (err = signing_key(&key, key_file))) {
         fprintf(stderr, "tkexport compile: %s\n", tk_error_last());

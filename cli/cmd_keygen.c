@@ -74,6 +74,12 @@ int cmd_keygen(int argc, char **argv)
         goto done;
     }
     snprintf(pub_path, n, "%s.pub", path);
+    if (tk_path_is_dir(path) == 1) {
+        fprintf(stderr, "tkexport keygen: '%s' is a folder: give the key file's path with -o (e.g. %s/signing_key)\n",
+                path, path);
+        rc = TK_EXIT_USAGE;
+        goto done;
+    }
     const char *there = access(path, F_OK) == 0 ? path : access(pub_path, F_OK) == 0 ? pub_path : NULL;
     if (there && !force) {
         fprintf(stderr, "tkexport keygen: '%s' exists; refusing to overwrite a key (--force replaces it)\n", there);

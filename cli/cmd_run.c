@@ -56,7 +56,7 @@ static const tk_cli_option options[] = {
 static void help(FILE *f)
 {
     fprintf(f, "usage: tkexport run PKG.tkpkg [--device cpu|cuda[:N]] [--input NAME=FILE.npy | NAME=random:DxD]...\n"
-               "                    [--output-dir DIR] [--bench N] [--warmup N] [--profile] [--seed S]\n"
+               "                    [--output-dir DIR | -o FILE.npy] [--bench N] [--warmup N] [--profile] [--seed S]\n"
                "                    [--dense-outputs] [--allow-unsigned]\n"
                "       tkexport run PKG.tkpkg --shapes cycle|uniform|file:PATH --bench N [--device ...] [--warmup N]\n"
                "                    [--prefill auto|now|off] [--bind] [--profile] [--seed S] [--allow-unsigned]\n\n"
@@ -66,7 +66,8 @@ static void help(FILE *f)
                "even; int32 or int64 files to i32 or i64) or makes it pseudo-random with the shape given\n"
                "(random:4x128; the same seed gives the same values), checks them against the program's dims and\n"
                "ranges, runs the program and prints each output's shape; with --output-dir it writes them as\n"
-               "DIR/out0.npy... (f16 and bf16 as float32, exactly). `tkexport inspect PKG` lists the inputs.\n"
+               "DIR/<output name>.npy (f16 and bf16 as float32, exactly; -o FILE.npy: a program's one output into\n"
+               "that file). `tkexport inspect PKG` lists the inputs and outputs.\n"
                "--bench N times N calls of run + sync after the session's warm-up and --warmup calls, with the\n"
                "inputs already on the device, and prints the median, p10, p90, p99 and min in microseconds,\n"
                "calls/s and samples/s (samples: dim 0 of the first input). --profile runs once more, eagerly,\n"
@@ -603,6 +604,13 @@ static int run_stream(tk_package *pkg, tk_device dev, const char *devname, shape
     int rc = TK_EXIT_USAGE, e;
     if (list_path && tk_file_read(&list, &len, list_path, (size_t)64 << 20)) {
         fprintf(stderr, "tkexport run: --shapes file:%s: %s\n", list_path, tk_error_last());
+        return TK_EXIT_USAGE;
+    }
+    const char *nul = list ? memchr(list, '\0', len) : NULL;
+    if (nul) { /* the list is read as text: what follows a NUL would be dropped without a word */
+        fprintf(stderr, "tkexport run: --shapes file:%s: a NUL byte at offset %zu: expected a text file of NAME=VALUE "
+                        "lines\n", list_path, (size_t)(nul - list));
+        free(list);
         return TK_EXIT_USAGE;
     }
     if (shape_stream_init(&st, pkg, kind, list, seed, err, sizeof err)) {

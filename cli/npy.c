@@ -266,8 +266,10 @@ static int read_info(tk_npy_info *info, FILE *f, const char *path)
         return tk_error_set(TK_EIO, "cannot read '%s': not a regular file", path);
     uint64_t fsize = (uint64_t)st.st_size;
     size_t got = fread(pre, 1, sizeof pre, f);
-    if (got < 8 || memcmp(pre, MAGIC, sizeof MAGIC))
+    if (got < sizeof MAGIC || memcmp(pre, MAGIC, sizeof MAGIC))
         return tk_error_set(TK_EFORMAT, "'%s': not a .npy file (it does not start with \"\\x93NUMPY\")", path);
+    if (got < 8)
+        return tk_error_set(TK_EFORMAT, "'%s': truncated .npy file (%zu bytes, no version)", path, got);
     info->major = pre[6];
     info->minor = pre[7];
     if ((info->major != 1 && info->major != 2 && info->major != 3) || info->minor != 0)

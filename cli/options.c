@@ -155,6 +155,12 @@ static int is_source_name(const char *path)
     return 0;
 }
 
+static int is_link(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 int tk_cli_output_clobbers(const char *cmd, const char *output, const char *const *inputs, size_t n)
 {
     struct stat so, si;
@@ -166,9 +172,13 @@ int tk_cli_output_clobbers(const char *cmd, const char *output, const char *cons
         if (!inputs[i] || stat(inputs[i], &si) != 0)
             continue;
         if (so.st_dev == si.st_dev && so.st_ino == si.st_ino) {
+            /* the same path spelt another way, or another name for the file (a hard or symbolic link) */
+            int same_path = !strcmp(output, inputs[i]) ||
+                            (have_real && realpath(inputs[i], in_real) && !strcmp(out_real, in_real) && !is_link(output) &&
+                             !is_link(inputs[i]));
             fprintf(stderr, "tkexport %s: -o %s is the input %s itself%s: writing it would destroy the input "
                             "(choose another output)\n", cmd, output, inputs[i],
-                    strcmp(output, inputs[i]) ? " (a link to the same file)" : "");
+                    same_path ? "" : " (a link to the same file)");
             return 1;
         }
         if (S_ISDIR(si.st_mode) && S_ISREG(so.st_mode) && have_real && is_source_name(out_real) &&

@@ -736,7 +736,8 @@ static int check_unsigned(reader *r, const unsigned char *manifest, size_t mlen)
     const tk_package_options *opts = r->trust ? r->trust->opts : NULL;
     if (!rc && !(opts && opts->allow_unsigned) && !(r->trust && r->trust->report_only))
         rc = tk_error_set(TK_EINVAL, "%s is not signed; refusing to run it (sign it with tkexport compile --sign-key, "
-                                     "or allow unsigned packages explicitly)", r->origin);
+                                     "or allow unsigned packages explicitly: tkexport run --allow-unsigned, "
+                                     "tk_package_options.allow_unsigned)", r->origin);
     return rc;
 }
 

@@ -171,6 +171,19 @@ foreach(cmd_args "run;${pkg};--device;${DEVICE};--input;x=random:2x128" "inspect
     message(FATAL_ERROR "tkexport ${cmd_args} > /dev/full: exit status ${rc} (expected 5), stderr:\n${err}")
   endif()
 endforeach()
+# damaged or contradictory inputs, each said in one line: a .npy of its magic alone, a shapes file
+# with a NUL byte (its text would end there), --cache-dir with --no-cache, -o naming the input by
+# another path to the same file (the input itself, not a link)
+execute_process(COMMAND printf "\\223NUMPY" OUTPUT_FILE ${WORK}/magic.npy)
+step(4 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/magic.npy
+  STDERR "^tkexport run: error: '[^']*magic.npy': truncated .npy file \\(6 bytes, no version\\)\n$")
+execute_process(COMMAND printf "batch=4\\0batch=8\\n" OUTPUT_FILE ${WORK}/nul_sizes.txt)
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --bench 3 --shapes file:${WORK}/nul_sizes.txt
+  STDERR "^tkexport run: --shapes file:[^\n]*nul_sizes.txt: a NUL byte at offset 7: expected a text file")
+step(2 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/never.tkpkg --cache-dir ${WORK}/cache --no-cache
+  STDERR "^tkexport compile: --cache-dir and --no-cache contradict each other\n$")
+step(2 COMMAND ${TKEXPORT} run ${pkg} --device ${DEVICE} --input x=${WORK}/./result.npy -o ${WORK}/result.npy
+  STDERR "^tkexport run: -o [^\n]*result.npy is the input [^\n]*result.npy itself: writing")
 # inspect on a package: its entries' sizes, the weights' among them (its program.json has no sizes)
 step(0 COMMAND ${TKEXPORT} inspect ${pkg}
   STDOUT "\nentries: [0-9]+, [0-9]+ bytes \\(weights.safetensors [1-9][0-9]* bytes\\)\n.*sources:\n  [^\n]*silu.cu  sha256 [0-9a-f]+\\.\\.\\.\n")
@@ -181,7 +194,7 @@ endif()
 # an unsigned package: refused, unless allowed explicitly
 step(0 COMMAND ${TKEXPORT} compile ${WORK}/mlp.tkprog -o ${WORK}/unsigned.tkpkg --arch sm_90 --no-sign --quiet)
 step(1 COMMAND ${TKEXPORT} run ${WORK}/unsigned.tkpkg --device ${DEVICE} --input x=random:2x128
-  STDERR "^tkexport run: error: '[^']*unsigned.tkpkg' is not signed; refusing to run it[^\n]*\n$")
+  STDERR "^tkexport run: error: '[^']*unsigned.tkpkg' is not signed; refusing to run it[^\n]*tkexport run --allow-unsigned[^\n]*\n$")
 step(0 COMMAND ${TKEXPORT} run ${WORK}/unsigned.tkpkg --device ${DEVICE} --input x=random:2x128 --allow-unsigned
   STDOUT "package opened in [0-9.]+ ms \\(unsigned, digests verified")
 

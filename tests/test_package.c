@@ -1411,9 +1411,10 @@ static void package__unsigned_is_refused_unless_allowed_explicitly(void **state)
     char path[1024];
     tk_package *pkg = (tk_package *)1;
     mlp_package(path, sizeof path, "package_unsigned.tkpkg", NULL);
-    char want[1200];
+    char want[1400];
     snprintf(want, sizeof want, "'%s' is not signed; refusing to run it (sign it with tkexport compile --sign-key, or "
-                                "allow unsigned packages explicitly)", path);
+                                "allow unsigned packages explicitly: tkexport run --allow-unsigned, "
+                                "tk_package_options.allow_unsigned)", path);
     tk_assert_fails(tk_package_open(&pkg, path), TK_EINVAL, want);
     assert_string_equal(tk_error_last(), want);
     assert_null(pkg);
