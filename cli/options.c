@@ -69,18 +69,22 @@ int tk_cli_getopt(const char *cmd, int argc, char **argv, const char *shorts, co
     int c = getopt_long(argc, argv, spec, longopts, NULL);
     if (c != '?' && c != ':')
         return c;
-    /* the word at fault: a long option (the one just read), else the short letter getopt names */
+    /* the word at fault: the long option just read (getopt names no letter for an unknown or
+       ambiguous one, and a known one's letter for a missing or unwanted value), else the letter
+       getopt names, which may sit inside a cluster (-pz) whose word is not read to its end yet */
     const char *word = optind > 0 && optind <= argc ? argv[optind - 1] : "";
     char letter[3] = {'-', (char)optopt, 0};
-    int is_long = !strncmp(word, "--", 2);
-    const char *name = is_long ? word : letter;
-    int len = (int)strcspn(name, "="), matches = 0, exact = -1;
-    for (int i = 0; is_long && longopts[i].name; i++)
-        if (!strncmp(longopts[i].name, name + 2, (size_t)len - 2)) {
+    int wlen = (int)strcspn(word, "="), matches = 0, exact = -1, named = 0;
+    for (int i = 0; !strncmp(word, "--", 2) && longopts[i].name; i++)
+        if (!strncmp(longopts[i].name, word + 2, (size_t)wlen - 2)) {
             matches++;
-            if ((int)strlen(longopts[i].name) == len - 2)
+            named |= optopt && longopts[i].val == optopt;
+            if ((int)strlen(longopts[i].name) == wlen - 2)
                 exact = i;
         }
+    int is_long = !strncmp(word, "--", 2) && (!optopt || named);
+    const char *name = is_long || !optopt ? word : letter;
+    int len = (int)strcspn(name, "=");
     if (c == ':')
         fprintf(stderr, "tkexport %s: option '%.*s' needs a value", cmd, len, name);
     else if (is_long && (exact >= 0 || matches == 1) && name[len] == '=')
