@@ -128,12 +128,15 @@ static int write_package_text(const tk_pkgfile *f, FILE *out)
     fprintf(out, "compilers: nvcc %s; cc %s\n", f->nvcc ? f->nvcc : "(not used)", f->cc ? f->cc : "(not used)");
     fprintf(out, "host object: %s\n", f->host ? f->host : "none (every op is built in)");
     uint64_t total = 0;
-    for (size_t i = 0; i < f->nentries; i++)
+    const tk_pkg_entry *weights = NULL;
+    for (size_t i = 0; i < f->nentries; i++) {
         total += f->entries[i].size;
-    fprintf(out, "entries: %zu, %llu bytes", f->nentries, (unsigned long long)total);
-    for (size_t i = 0; i < f->nentries; i++)
         if (!strcmp(f->entries[i].path, "weights.safetensors"))
-            fprintf(out, " (weights.safetensors %llu bytes)", (unsigned long long)f->entries[i].size);
+            weights = &f->entries[i];
+    }
+    fprintf(out, "entries: %zu, %llu bytes", f->nentries, (unsigned long long)total);
+    if (weights)
+        fprintf(out, " (weights.safetensors %llu bytes)", (unsigned long long)weights->size);
     fprintf(out, "\n");
     fprintf(out, "kernels:\n");
     if (!f->nkernels)

@@ -160,12 +160,13 @@ int cmd_lint(int argc, char **argv)
             rc = TK_EXIT_INTERNAL;
             goto done;
         }
-        if (output ? tk_file_write_atomic(output, text, strlen(text))
-                   : (fputs(text, stdout) == EOF || fputc('\n', stdout) == EOF || fflush(stdout) != 0)) {
-            fprintf(stderr, "tkexport lint: %s\n", output ? tk_error_last() : "cannot write to stdout");
+        if (output && tk_file_write_atomic(output, text, strlen(text))) {
+            fprintf(stderr, "tkexport lint: %s\n", tk_error_last());
             rc = TK_EXIT_IO;
             goto done;
         }
+        if (!output)
+            printf("%s\n", text);
     } else {
         /* colors as clang gives them: on a terminal, unless NO_COLOR (no-color.org) is set */
         const char *no_color = getenv("NO_COLOR");
@@ -176,6 +177,8 @@ int cmd_lint(int argc, char **argv)
             goto done;
         }
     }
+    if (!output && (rc = tk_cli_stdout_done("lint")))
+        goto done;
     /* the count goes to stderr, so stdout holds only the findings */
     tk_lint_write_summary(doc, stderr);
     rc = tk_lint_exit_status(doc, werror) ? TK_EXIT_FINDINGS : TK_EXIT_OK;

@@ -80,6 +80,12 @@ int tk_env_on(const char *name)
     return !(e && !strcmp(e, "0"));
 }
 
+int tk_env_force(const char *name)
+{
+    const char *e = getenv(name);
+    return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "1") ? 1 : -1;
+}
+
 int64_t tk_env_count(const char *name, int64_t dflt)
 {
     const char *e = getenv(name);

@@ -655,8 +655,7 @@ static int launcher_mode(void)
     static int mode = -2;
     int m = __atomic_load_n(&mode, __ATOMIC_RELAXED);
     if (m == -2) {
-        const char *env = getenv("TK_LAUNCHER");
-        m = env && !strcmp(env, "0") ? 0 : env && !strcmp(env, "1") ? 1 : -1;
+        m = tk_env_force("TK_LAUNCHER");
         __atomic_store_n(&mode, m, __ATOMIC_RELAXED);
     }
     return m;

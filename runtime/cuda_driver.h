@@ -247,6 +247,10 @@ struct tk_cuda_ctx {
  * part of a layout) or there are max or more (launch.c). */
 int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max);
 
+/* graph instantiated, and uploaded with stream so that its first launch costs what later ones do
+ * (cuda.c): 0, or the driver's error. */
+int tk_cu_instantiate(CUgraph graph, CUstream stream, CUgraphExec *exec);
+
 /* Graph families (cuda_family.c). A session replays a graph per input-shape signature, and the
  * graphs of two signatures are mostly the same kernels with other grids and arguments, while each
  * instantiated graph costs the host about 40 KB (tokmlp's 32,768: 1.3 GB) and its making most of a
@@ -258,9 +262,6 @@ int tk_cu_param_layout(CUfunction fn, size_t *offsets, size_t *sizes, int max);
  * free (bench/serving/JOURNAL.md, nineteenth session), hence not for every session. The context's
  * signal holds its families: every signalled graph replays on that context alone, launched by one
  * thread at a time. */
-/* graph instantiated, and uploaded with stream so that its first launch costs what later ones do
- * (cuda.c): 0, or the driver's error. */
-int tk_cu_instantiate(CUgraph graph, CUstream stream, CUgraphExec *exec);
 typedef struct tk_cu_family tk_cu_family;
 typedef struct tk_cu_member tk_cu_member;
 /* Whether families can be made: the driver has the calls. */

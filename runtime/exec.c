@@ -995,11 +995,9 @@ int tk_exec_session_new(tk_session **out, tk_exec_program *p, tk_device dev, con
     s->prefill_allowed = s->graphs && m->nsymbols > 0 && space <= limit && opts->prefill != TK_PREFILL_OFF;
     s->space_large = space > limit;
     if (s->graphs) { /* families where the session may hold many graphs: its space and its bound */
-        const char *fam = getenv("TK_GRAPH_FAMILIES");
+        int forced = tk_env_force("TK_GRAPH_FAMILIES");
         uint64_t held = s->space_large ? limit : space;
-        tk_cuda_share_graphs(s->ctx, fam && !strcmp(fam, "0")   ? 0
-                                     : fam && !strcmp(fam, "1") ? 1
-                                                                : held > FAMILY_MIN_PLANS);
+        tk_cuda_share_graphs(s->ctx, forced >= 0 ? forced : held > FAMILY_MIN_PLANS);
     }
     uint64_t warm = 1; /* the warm-up's signatures */
     for (size_t k = 0; k < m->nsymbols && warm <= WARM_MAX; k++) {

@@ -140,10 +140,11 @@ int tk_program_model_write_text(const tk_program_model *m, FILE *f)
        program.json names its sources without them, and its weights are one of the package's
        entries): a read program has its weights, empty or not */
     int files = m->weights != NULL;
-    for (size_t i = 0; i < m->nsources && !rc; i++)
-        rc = files ? tk_strbuf_addf(&sb, "  %s  sha256 %.16s...  %zu bytes\n", m->sources[i].path,
-                                                 m->sources[i].sha256, m->sources[i].len)
-                                : tk_strbuf_addf(&sb, "  %s  sha256 %.16s...\n", m->sources[i].path, m->sources[i].sha256);
+    for (size_t i = 0; i < m->nsources && !rc; i++) {
+        rc = tk_strbuf_addf(&sb, "  %s  sha256 %.16s...", m->sources[i].path, m->sources[i].sha256);
+        if (!rc)
+            rc = files ? tk_strbuf_addf(&sb, "  %zu bytes\n", m->sources[i].len) : tk_strbuf_adds(&sb, "\n");
+    }
     if (!rc && files)
         rc = tk_strbuf_addf(&sb, "weights: %zu bytes\n", m->weights_len);
     if (!rc && fwrite(sb.buf, 1, sb.len, f) != sb.len)

@@ -150,6 +150,9 @@ int64_t tk_env_count(const char *name, int64_t dflt);
 /* Whether the switch `name` is on: anything but "0", unset included (TK_GRAPH_SIGNAL, TK_FOLDING,
  * TK_VIEWS and the like, which "0" turns off). */
 int tk_env_on(const char *name);
+/* A switch that forces a choice the runtime otherwise makes itself: 1 for "1", 0 for "0", -1
+ * (decide) for anything else, unset included (TK_LAUNCHER, TK_GRAPH_FAMILIES). */
+int tk_env_force(const char *name);
 /* The compute capability of ctx's GPU as major * 10 + minor (90: sm_90), read once per device; 0 on the CPU. */
 int tk_cuda_cc_of(tk_ctx *ctx);
 /* The number of CUDA devices, and the compute capability of one (7.5, 9.0...); TK_EDEVICE with
@@ -174,12 +177,6 @@ void tk_cuda_unload_stale(void);
  * $TK_GRAPH_SIGNAL=0 leaves the signal out (the wait is then cuStreamSynchronize). On sm_90 the
  * signal is a programmatic dependent of a last node that is a kernel (it waits for that kernel's
  * end on the GPU: docs/runtime.md); $TK_GRAPH_SIGNAL_AFTER=0 launches it as any kernel. */
-/* Whether the graphs captured from now on to replay on ctx join graph families (runtime/cuda_family.c;
- * off by default). */
-void tk_cuda_share_graphs(tk_ctx *ctx, int on);
-/* The graph families of the graphs that replay on ctx (runtime/cuda_family.c) and their members;
- * zeros without any. */
-void tk_cuda_graph_families(tk_ctx *ctx, size_t *families, size_t *members);
 int tk_cuda_graphs_available(void);
 int tk_cuda_capture_begin(tk_ctx *ctx, tk_ctx *replay_on);
 int tk_cuda_capture_end(tk_ctx *ctx, int keep, void **exec);
@@ -192,6 +189,12 @@ int tk_cuda_signal_state(tk_ctx *ctx, unsigned *launched, unsigned *seen);
  * where two sessions or more have graphs on the GPU, or with TK_LAUNCHER=1). */
 int tk_cuda_launcher_used(tk_ctx *ctx);
 void tk_cuda_graph_free(tk_ctx *ctx, void *exec);
+/* Whether the graphs captured from now on to replay on ctx join graph families (runtime/cuda_family.c;
+ * off by default). */
+void tk_cuda_share_graphs(tk_ctx *ctx, int on);
+/* The graph families of the graphs that replay on ctx (runtime/cuda_family.c) and their members;
+ * zeros without any. */
+void tk_cuda_graph_families(tk_ctx *ctx, size_t *families, size_t *members);
 /* Device events for per-node profiles: recorded on ctx's stream; elapsed_us waits for end. */
 int tk_cuda_event_new(tk_ctx *ctx, void **ev);
 void tk_cuda_event_free(tk_ctx *ctx, void *ev);

@@ -165,7 +165,8 @@ endif()
 # a GPU that is not there is exit status 7 (no usable GPU), with or without a driver
 step(7 COMMAND ${TKEXPORT} run ${pkg} --device cuda:63 --input x=random:2x128 STDERR "^tkexport run: [^\n]*cuda:63")
 # a result that cannot be written to stdout is a failed command (5), said in one line
-foreach(cmd_args "run;${pkg};--device;${DEVICE};--input;x=random:2x128" "inspect;${pkg}" "inspect;--format;json;${pkg}")
+foreach(cmd_args "run;${pkg};--device;${DEVICE};--input;x=random:2x128" "inspect;${pkg}" "inspect;--format;json;${pkg}"
+                 "analyze;--no-cache;${SOURCE_DIR}/examples/mlp" "lint;--no-cache;--format;json;${SOURCE_DIR}/examples/mlp")
   execute_process(COMMAND ${TKEXPORT} ${cmd_args} OUTPUT_FILE /dev/full RESULT_VARIABLE rc ERROR_VARIABLE err)
   if(NOT rc EQUAL 5 OR NOT err MATCHES "^tkexport [a-z]+: cannot write to stdout: [^\n]+\n$")
     message(FATAL_ERROR "tkexport ${cmd_args} > /dev/full: exit status ${rc} (expected 5), stderr:\n${err}")
